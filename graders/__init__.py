@@ -1,0 +1,1 @@
+"""The grading core: preprocessing, registry, normalization and grader families. Free of Beam."""

@@ -1,0 +1,160 @@
+"""The 10 basic built-in graders of gh-aw (graders.md §6), registered in registry order."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from graders.jscompat import UNDEFINED, js_number_or_zero, js_string, js_stringify, js_truthy
+from graders.registry import GraderContext, GraderSpec, register
+
+Trace = dict[str, Any]
+
+
+def is_tool_failure(call: Any) -> bool:
+    """Failed, unfinished (``completed: false``), error status, or carrying an ``error``."""
+    if not isinstance(call, dict):
+        return False
+    return (
+        call.get("success") is False
+        or call.get("completed") is False
+        or call.get("status") in ("error", "failure")
+        or "error" in call
+    )
+
+
+def tool_success_rate(trace: Trace, ctx: GraderContext) -> float:
+    calls = trace["toolCalls"]
+    if not calls:
+        return 1
+    return (len(calls) - sum(map(is_tool_failure, calls))) / len(calls)
+
+
+def tool_failure_count(trace: Trace, ctx: GraderContext) -> int:
+    return sum(map(is_tool_failure, trace["toolCalls"]))
+
+
+def retries(trace: Trace, ctx: GraderContext) -> int:
+    return len(trace["retryEvents"])
+
+
+def _or(*values: Any) -> Any:
+    for v in values[:-1]:
+        if js_truthy(v):
+            return v
+    return values[-1]
+
+
+def loops(trace: Trace, ctx: GraderContext) -> int:
+    # Key-order-sensitive JSON on purpose: the reference compares JSON.stringify output
+    # (graders.md §14.10), unlike the key-sorted dedupe keys.
+    count = 0
+    prev = ""
+    for call in trace["toolCalls"]:
+        c = call if isinstance(call, dict) else {}
+        name = _or(c.get("name", UNDEFINED), c.get("tool", UNDEFINED))
+        args = _or(c.get("arguments", UNDEFINED), c.get("params", UNDEFINED), "")
+        key = f"{js_string(name)}:{js_stringify(args)}"
+        if key == prev:
+            count += 1
+        prev = key
+    return count
+
+
+def trajectory_efficiency(trace: Trace, ctx: GraderContext) -> float:
+    calls = trace["toolCalls"]
+    if not calls:
+        return 1
+    names = set()
+    for call in calls:
+        c = call if isinstance(call, dict) else {}
+        names.add(js_string(_or(c.get("name", UNDEFINED), c.get("tool", UNDEFINED), "")))
+    return min(1, len(names) / len(calls))
+
+
+def execution_step_count(trace: Trace, ctx: GraderContext) -> float:
+    return trace["totalRequests"]
+
+
+def execution_duration(trace: Trace, ctx: GraderContext) -> float:
+    return trace["totalDurationMs"]
+
+
+def _safe_nonneg_int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return None
+    n = int(value)
+    if n < 0 or n > 2**53 - 1:
+        return None
+    return n
+
+
+def working_set_rebuild_factor(trace: Trace, ctx: GraderContext) -> float | None:
+    """Cumulative / peak of valid ``input_tokens``; null when the peak is 0."""
+    total = 0
+    peak = 0
+    for entry in trace["tokenUsageEntries"]:
+        n = _safe_nonneg_int(entry.get("input_tokens") if isinstance(entry, dict) else None)
+        if n is None:
+            continue
+        total += n
+        peak = max(peak, n)
+    if peak == 0:
+        return None
+    ratio = float(total) / float(peak)
+    return max(1.0, ratio) if math.isfinite(ratio) else 1
+
+
+def context_growth(trace: Trace, ctx: GraderContext) -> float:
+    entries = trace["tokenUsageEntries"]
+    if len(entries) < 2:
+        return 1
+    first = entries[0] if isinstance(entries[0], dict) else {}
+    first_tokens = js_number_or_zero(first.get("input_tokens")) + js_number_or_zero(first.get("output_tokens"))
+    if first_tokens == 0:
+        return 1
+    total = trace["totalInputTokens"] + trace["totalOutputTokens"]
+    try:
+        return total / first_tokens
+    except ZeroDivisionError:  # pragma: no cover - first_tokens != 0 here
+        return math.nan
+
+
+def artifact_production(trace: Trace, ctx: GraderContext) -> int:
+    return len(trace["artifacts"])
+
+
+for _id, _name, _desc, _unit, _dir, _thr, _min, _max, _fn in (
+    ("tool-success-rate", "Tool Success Rate", "Fraction of tool calls that succeeded",
+     "ratio", "higher_is_better", 0.8, 0, 1, tool_success_rate),
+    ("tool-failure-count", "Tool Failure Count", "Number of tool calls that failed",
+     "count", "lower_is_better", 5, None, None, tool_failure_count),
+    ("retries", "Retries", "Number of retry events detected in gateway logs",
+     "count", "lower_is_better", 10, None, None, retries),
+    ("loops", "Loops", "Consecutive identical tool calls (same name and arguments)",
+     "count", "lower_is_better", 3, None, None, loops),
+    ("trajectory-efficiency", "Trajectory Efficiency",
+     "Ratio of unique tool names to total tool calls (higher = more diverse usage)",
+     "ratio", "higher_is_better", None, 0, 1, trajectory_efficiency),
+    ("execution-step-count", "Execution Step Count", "Total LLM request count",
+     "count", "lower_is_better", None, None, None, execution_step_count),
+    ("execution-duration", "Execution Duration", "Total execution duration",
+     "ms", "lower_is_better", None, None, None, execution_duration),
+    ("working-set-rebuild-factor", "Working-Set Rebuild Factor",
+     "Cumulative input tokens divided by peak invocation input tokens",
+     "factor", "lower_is_better", None, 1, None, working_set_rebuild_factor),
+    ("context-growth", "Context Growth", "Ratio of total tokens to first-request tokens",
+     "factor", "lower_is_better", None, None, None, context_growth),
+    ("artifact-production", "Artifact Production", "Count of outputs/artifacts produced by the agent",
+     "count", "higher_is_better", None, None, None, artifact_production),
+):
+    register(GraderSpec(id=_id, name=_name, description=_desc, unit=_unit, direction=_dir,  # type: ignore[arg-type]
+                        family="builtin", fn=_fn, threshold=_thr, min=_min, max=_max))
+
+BUILTIN_IDS = tuple(s for s in (
+    "tool-success-rate", "tool-failure-count", "retries", "loops", "trajectory-efficiency",
+    "execution-step-count", "execution-duration", "working-set-rebuild-factor", "context-growth",
+    "artifact-production",
+))

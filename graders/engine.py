@@ -1,0 +1,104 @@
+"""Run a grading plan over one preprocessed trace (``main()`` step 7 of graders.md §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from graders import registry
+from graders.normalize import ResultMeta, error_result, normalize_result
+from graders.plan import GradingPlan, PlanEntry
+from graders.registry import GraderContext
+
+
+class Executor(Protocol):
+    """Runs one sandboxed grader (inline JS, operational-value Bash) and returns its raw output."""
+
+    def __call__(self, entry: PlanEntry, trace: dict[str, Any], ctx: GraderContext) -> Any: ...
+
+
+def result_meta(entry: PlanEntry) -> ResultMeta:
+    return ResultMeta(
+        id=entry.id,
+        name=entry.name or entry.id,
+        description=entry.description or "",
+        unit=entry.unit or "",
+        direction=entry.direction or "",
+        threshold=entry.threshold,
+        source=entry.source or "builtin",
+        digest=entry.digest,
+    )
+
+
+def describe_exception(exc: BaseException) -> str:
+    """The message part of ``getErrorMessage(err)``."""
+    return str(exc) or type(exc).__name__
+
+
+def grade_one(
+    entry: PlanEntry,
+    trace: dict[str, Any],
+    ctx: GraderContext,
+    executors: Mapping[str, Executor] | None = None,
+) -> dict[str, Any]:
+    meta = result_meta(entry)
+    spec = registry.get(entry.id) if entry.source == "builtin" else None
+    run: Callable[[], Any] | None = None
+    if spec is not None:
+        run = lambda: spec.fn(trace, ctx)  # noqa: E731
+    elif executors and entry.source in executors:
+        executor = executors[entry.source]
+        run = lambda: executor(entry, trace, ctx)  # noqa: E731
+    if run is None:
+        result = normalize_result(None, meta)
+        result["status"] = "unavailable"
+        result["error"] = f"grader {entry.id}: no implementation available"
+        return result
+    try:
+        raw = run()
+    except Exception as exc:  # a grader failure is a result, never a crashed run
+        return error_result(meta, f"grader {entry.id} runtime error: {describe_exception(exc)}")
+    return normalize_result(raw, meta)
+
+
+def grade_trace(
+    trace: dict[str, Any],
+    plan: GradingPlan,
+    executors: Mapping[str, Executor] | None = None,
+) -> list[dict[str, Any]]:
+    """Every enabled grader of ``plan``, in manifest order."""
+    enabled = plan.enabled
+    results = []
+    for entry in enabled:
+        config = entry.config if entry.config is not None else {}
+        ctx = GraderContext(config=config, grader_count=len(enabled))
+        results.append(grade_one(entry, trace, ctx, executors))
+    return results
+
+
+def results_document(
+    results: list[dict[str, Any]],
+    run_id: str = "",
+    attempt: int = 1,
+    evals: dict[str, Any] | None = None,
+    experiments: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``grader_results.json`` (unavailable results count in none of passed/failed/errors)."""
+    context: dict[str, Any] = {}
+    if experiments:
+        context["experiments"] = experiments
+    if evals:
+        context["evals"] = evals
+    return {
+        "version": 1,
+        "run": {
+            "id": run_id,
+            "attempt": attempt,
+            "graderCount": len(results),
+            "passed": sum(r["status"] == "pass" for r in results),
+            "failed": sum(r["status"] == "fail" for r in results),
+            "errors": sum(r["status"] == "error" for r in results),
+        },
+        "context": context,
+        "results": results,
+    }

@@ -1,0 +1,137 @@
+"""Bounded, JavaScript-faithful reading of JSON and JSONL artifacts.
+
+The limits and the skip rules are gh-aw's (graders.md §5): files over 50 MiB are skipped,
+JSONL lines are trimmed, blank, over-long (1,048,576 UTF-16 units) and unparsable lines are
+skipped. Parsing follows ``JSON.parse``: orjson first, then a stdlib fallback for inputs
+orjson refuses but JavaScript accepts (numbers beyond float range, integers beyond 64 bits,
+lone surrogate escapes).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from graders.jscompat import js_trim, utf16_len
+
+MAX_FILE_SIZE: Final = 50 * 1024 * 1024
+MAX_LINE_LENGTH: Final = 1024 * 1024
+_ASCII_WS: Final = b" \t\n\r\x0b\x0c"
+_MAX_SAFE: Final = 2**53
+
+
+class JsonError(ValueError):
+    """Text that ``JSON.parse`` would reject."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise JsonError(f"invalid JSON literal {name}")
+
+
+def _js_numbers(value: Any) -> Any:
+    """Apply JavaScript's number model to stdlib-parsed data (big ints become doubles)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value if abs(value) <= _MAX_SAFE else float(value)
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_js_numbers(v) for v in value]
+    if isinstance(value, dict):
+        return {_js_numbers(k): _js_numbers(v) for k, v in value.items()}
+    return value
+
+
+def parse_json(data: bytes | str) -> Any:
+    """``JSON.parse`` semantics; raises :class:`JsonError` on invalid input."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise JsonError(str(exc)) from exc
+    return _js_numbers(value)
+
+
+@dataclass
+class JsonlStats:
+    """What a JSONL read skipped, so nothing disappears silently."""
+
+    lines: int = 0
+    blank: int = 0
+    oversized: int = 0
+    unparsable: int = 0
+    null: int = 0
+    skipped_examples: list[str] = field(default_factory=list)
+
+    def note(self, kind: str, lineno: int) -> None:
+        if len(self.skipped_examples) < 5:
+            self.skipped_examples.append(f"line {lineno}: {kind}")
+
+
+def _clean_line(raw: bytes) -> bytes | str | None:
+    """Trim a line as ``String.prototype.trim`` would; None when it is blank."""
+    stripped = raw.strip(_ASCII_WS)
+    if not stripped:
+        return None
+    if stripped[0] < 0x80 and stripped[-1] < 0x80:
+        return stripped
+    text = js_trim(stripped.decode("utf-8", "replace"))
+    return text or None
+
+
+def iter_jsonl(lines: Iterable[bytes], stats: JsonlStats | None = None) -> Iterator[Any]:
+    """Parse JSONL lines (split on ``\\n``), skipping what gh-aw skips.
+
+    Literal ``null`` lines are dropped and counted: the reference crashes on them in the
+    token-usage and gateway logs; we keep grading the run instead (README, "Deviations").
+    """
+    stats = stats if stats is not None else JsonlStats()
+    for lineno, raw in enumerate(lines, start=1):
+        stats.lines += 1
+        line = _clean_line(raw)
+        if line is None:
+            stats.blank += 1
+            continue
+        if len(line) > MAX_LINE_LENGTH:
+            text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+            if utf16_len(text) > MAX_LINE_LENGTH:
+                stats.oversized += 1
+                stats.note("longer than 1048576 characters", lineno)
+                continue
+        try:
+            value = parse_json(line)
+        except JsonError:
+            stats.unparsable += 1
+            stats.note("not valid JSON", lineno)
+            continue
+        if value is None:
+            stats.null += 1
+            stats.note("literal null", lineno)
+            continue
+        yield value
+
+
+def parse_json_document(data: bytes) -> Any:
+    """``safeParseJson``: whole-file JSON, null when unparsable (UTF-8 decoded with U+FFFD)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return parse_json(data.decode("utf-8", "replace"))
+    except JsonError:
+        return None
+
+
+def is_finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

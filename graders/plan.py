@@ -1,0 +1,103 @@
+"""The grading plan: which graders run on a run, with which metadata (the manifest entries).
+
+A plan is derived from a validated ``graders:`` configuration (``graders.config``) or, with no
+configuration, from the registry defaults. Its entries mirror ``grader_manifest.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from graders import registry
+
+Source = Literal["builtin", "inline", "operational-value"]
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    """One manifest entry (graders.md §3), plus the trusted code for non-built-ins."""
+
+    id: str
+    name: str
+    source: Source
+    enabled: bool = True
+    description: str = ""
+    unit: str = ""
+    direction: str = ""
+    threshold: float | None = None
+    max: float | None = None
+    min: float | None = None
+    digest: str = ""
+    run: str = ""
+    inline: str = ""
+    config: Any = None
+    script: str = field(default="", repr=False)
+    evaluator: bytes = field(default=b"", repr=False)
+
+    def manifest_entry(self) -> dict[str, Any]:
+        """The entry as gh-aw writes it: fixed key order, empty optional keys omitted."""
+        out: dict[str, Any] = {"id": self.id, "name": self.name or self.id}
+        if self.description:
+            out["description"] = self.description
+        out["source"] = self.source
+        out["enabled"] = self.enabled
+        for key in ("unit", "direction"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
+        for key in ("threshold", "max", "min"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        for key in ("digest", "run", "inline"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
+        if self.config:
+            out["config"] = self.config
+        return out
+
+
+@dataclass(frozen=True)
+class GradingPlan:
+    entries: tuple[PlanEntry, ...]
+
+    @property
+    def enabled(self) -> tuple[PlanEntry, ...]:
+        return tuple(e for e in self.entries if e.enabled)
+
+    def manifest(self) -> dict[str, Any]:
+        return {"version": 1, "graders": [e.manifest_entry() for e in self.entries]}
+
+    def digest(self) -> str:
+        """SHA-256 of the canonical manifest: the ``config_digest`` column."""
+        return hashlib.sha256(orjson.dumps(self.manifest(), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def entry_from_spec(spec: registry.GraderSpec, overrides: dict[str, Any] | None = None) -> PlanEntry:
+    """A registry grader with its defaults, optionally overridden by a config entry."""
+    o = overrides or {}
+    return PlanEntry(
+        id=spec.id,
+        name=o.get("name") or spec.name,
+        source="builtin",
+        enabled=o.get("enabled", True) is not False,
+        description=o.get("description", spec.description),
+        unit=o.get("unit", spec.unit),
+        direction=o.get("direction", spec.direction),
+        threshold=o.get("threshold", spec.threshold),
+        max=o.get("max", spec.max),
+        min=o.get("min", spec.min),
+        config=o.get("config"),
+    )
+
+
+def default_plan() -> GradingPlan:
+    """No configuration: every registered grader (built-ins, then trajectory) with defaults."""
+    return GradingPlan(tuple(entry_from_spec(s) for s in registry.all_specs()))
+
+
+def plan_with_overrides(overrides: dict[str, dict[str, Any]]) -> GradingPlan:
+    """Defaults with per-grader metadata/config overrides (the conformance ``config.json``)."""
+    return GradingPlan(tuple(entry_from_spec(s, overrides.get(s.id)) for s in registry.all_specs()))

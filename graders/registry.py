@@ -1,0 +1,69 @@
+"""The grader registry: stable ids, metadata and implementations.
+
+Each grader family module registers its graders here at import time (``graders.catalog``
+imports every family). Ids are stable: they key table rows, configs and manifests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Direction = Literal["higher_is_better", "lower_is_better"]
+Family = Literal["builtin", "trajectory"]
+
+
+@dataclass(frozen=True)
+class GraderContext:
+    """What a grader sees besides the trace: its ``config`` and the run's grader count."""
+
+    config: Any = field(default_factory=dict)
+    grader_count: int = 0
+
+
+# A grader returns what a gh-aw grader returns: a number, None, or a result record
+# ({value, passed?, message?, details?, ...}); normalization turns it into a result.
+GraderFn = Callable[[dict[str, Any], GraderContext], Any]
+
+
+@dataclass(frozen=True)
+class GraderSpec:
+    id: str
+    name: str
+    description: str
+    unit: str
+    direction: Direction
+    family: Family
+    fn: GraderFn
+    threshold: float | None = None
+    min: float | None = None
+    max: float | None = None
+    # Bumped whenever the implementation changes what it computes; part of the row's
+    # implementation version and of the incremental-backfill digest.
+    revision: int = 1
+
+
+_REGISTRY: dict[str, GraderSpec] = {}
+
+
+def register(spec: GraderSpec) -> GraderSpec:
+    if spec.id in _REGISTRY:
+        raise ValueError(f"grader id registered twice: {spec.id}")
+    _REGISTRY[spec.id] = spec
+    return spec
+
+
+def get(grader_id: str) -> GraderSpec | None:
+    _load()
+    return _REGISTRY.get(grader_id)
+
+
+def all_specs(family: Family | None = None) -> list[GraderSpec]:
+    """Registered graders in registration order (built-ins first, in gh-aw registry order)."""
+    _load()
+    return [s for s in _REGISTRY.values() if family is None or s.family == family]
+
+
+def _load() -> None:
+    import graders.catalog  # noqa: F401  (registers every family)

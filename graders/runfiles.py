@@ -1,0 +1,90 @@
+"""A run's artifact tree, independent of where it is stored.
+
+Preprocessing sees a run as a listing (relative path -> size) and a way to open a file.
+The local filesystem implementation lives here; the Beam ``FileSystems`` one (local and
+``gs://``) lives in ``transforms/``. Keeping the grading core free of Beam lets the CLI,
+the tests and the pipeline share one preprocessing path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import IO
+
+
+class RunFiles:
+    """Files of one run, addressed by POSIX paths relative to the run root."""
+
+    def __init__(
+        self,
+        root: str,
+        sizes: Mapping[str, int],
+        opener: Callable[[str], AbstractContextManager[IO[bytes]]],
+    ) -> None:
+        self.root = root
+        self.sizes = dict(sizes)
+        self._opener = opener
+        self.bytes_read = 0
+
+    def exists(self, rel: str) -> bool:
+        return rel in self.sizes
+
+    def size(self, rel: str) -> int | None:
+        return self.sizes.get(rel)
+
+    def open(self, rel: str) -> AbstractContextManager[IO[bytes]]:
+        return self._opener(rel)
+
+    def read(self, rel: str) -> bytes:
+        with self.open(rel) as fh:
+            data = fh.read()
+        self.bytes_read += len(data)
+        return data
+
+    def iter_lines(self, rel: str) -> Iterator[bytes]:
+        """Stream a file's lines split on ``\\n`` (the separator gh-aw splits on)."""
+        with self.open(rel) as fh:
+            for line in fh:
+                self.bytes_read += len(line)
+                yield line
+
+    def under(self, prefix: str) -> list[str]:
+        """Relative paths below ``prefix`` (a folder), sorted."""
+        p = prefix.rstrip("/") + "/"
+        return sorted(k for k in self.sizes if k.startswith(p))
+
+    def display(self, rel: str) -> str:
+        return f"{self.root.rstrip('/')}/{rel}"
+
+
+def local_run_files(root: str | os.PathLike[str]) -> RunFiles:
+    """List a run folder on the local disk (symlinks are not followed out of the tree)."""
+    base = Path(root)
+    sizes: dict[str, int] = {}
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames.sort()
+        for name in filenames:
+            full = Path(dirpath) / name
+            if full.is_symlink() or not full.is_file():
+                continue
+            sizes[full.relative_to(base).as_posix()] = full.stat().st_size
+
+    def opener(rel: str) -> AbstractContextManager[IO[bytes]]:
+        return open(base / rel, "rb")
+
+    return RunFiles(str(base), sizes, opener)
+
+
+def memory_run_files(files: Mapping[str, bytes], root: str = "memory:") -> RunFiles:
+    """An in-memory run, for tests and property checks."""
+    import io
+
+    data = dict(files)
+
+    def opener(rel: str) -> AbstractContextManager[IO[bytes]]:
+        return io.BytesIO(data[rel])
+
+    return RunFiles(root, {k: len(v) for k, v in data.items()}, opener)

@@ -1,0 +1,222 @@
+"""Tool calls of a run: gateway records, native Copilot events, and their merge (graders.md §5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graders.jscompat import UNDEFINED, is_record, js_trim, js_truthy, stable_stringify
+
+
+def _js_or(*values: Any) -> Any:
+    """``a || b || c``."""
+    for v in values[:-1]:
+        if js_truthy(v):
+            return v
+    return values[-1]
+
+
+def is_gateway_tool_call(entry: Any) -> bool:
+    if not is_record(entry):
+        return False
+    payload = entry.get("payload")
+    return (
+        entry.get("type") == "tool_call"
+        or entry.get("method") == "tools/call"
+        or entry.get("event") == "tool_call"
+        or isinstance(entry.get("tool_name"), str)
+        or (is_record(payload) and isinstance(payload.get("tool_name"), str))
+    )
+
+
+def gateway_tool_call(entry: dict[str, Any]) -> dict[str, Any]:
+    """The record plus normalized ``name``, ``tool``, ``arguments``, ``mcpServerName``."""
+    payload = entry.get("payload") if is_record(entry.get("payload")) else None
+    params = payload.get("params") if payload is not None and is_record(payload.get("params")) else None
+    rpc_name = params.get("name") if params is not None and isinstance(params.get("name"), str) else UNDEFINED
+    if isinstance(entry.get("tool_name"), str):
+        tool_name: Any = entry["tool_name"]
+    elif payload is not None and isinstance(payload.get("tool_name"), str):
+        tool_name = payload["tool_name"]
+    else:
+        tool_name = rpc_name
+    if payload is None:
+        args: Any = UNDEFINED
+    else:
+        args = payload.get("arguments", UNDEFINED)
+        if args is None or args is UNDEFINED:
+            if params is not None and rpc_name is not UNDEFINED:
+                args = params.get("arguments", UNDEFINED)
+            else:
+                args = payload.get("params", UNDEFINED)
+    own_args = entry.get("arguments", UNDEFINED)
+    server = entry.get("mcpServerName", UNDEFINED)
+    if server is None or server is UNDEFINED:
+        server = entry.get("server_id", UNDEFINED)
+    call = dict(entry)
+    call["name"] = _js_or(entry.get("name", UNDEFINED), entry.get("tool", UNDEFINED), tool_name)
+    call["tool"] = _js_or(entry.get("tool", UNDEFINED), tool_name)
+    call["arguments"] = own_args if own_args is not None and own_args is not UNDEFINED else args
+    if isinstance(server, str) and server:
+        call["mcpServerName"] = server
+    return _drop_undefined(call)
+
+
+def _drop_undefined(obj: dict[str, Any]) -> dict[str, Any]:
+    # JSON serialization omits undefined properties; keep the key order of the spread.
+    return {k: v for k, v in obj.items() if v is not UNDEFINED}
+
+
+def _native_arguments(data: dict[str, Any]) -> Any:
+    for key in ("input", "arguments", "parameters", "args", "toolInput"):
+        candidate = data.get(key)
+        if isinstance(candidate, (dict, list)):
+            return candidate
+        if isinstance(candidate, str) and js_trim(candidate):
+            return candidate
+    command = data.get("command")
+    if isinstance(command, str) and command != "":
+        return {"command": command}
+    return UNDEFINED
+
+
+def _str_or_empty(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _identity(tool_call_id: str, server: str, mcp_tool: Any, timestamp: Any) -> dict[str, Any]:
+    """The optional identity keys of a native call, in the reference's key order."""
+    out: dict[str, Any] = {}
+    if tool_call_id:
+        out["toolCallId"] = tool_call_id
+    if server:
+        out["mcpServerName"] = server
+    if isinstance(mcp_tool, str) and mcp_tool:
+        out["mcpToolName"] = mcp_tool
+    if isinstance(timestamp, str):
+        out["timestamp"] = timestamp
+    return out
+
+
+def native_tool_calls(entries: list[Any]) -> list[dict[str, Any]]:
+    """Copilot ``events.jsonl`` starts/completions joined by toolCallId, then FIFO by name."""
+    calls: list[dict[str, Any]] = []
+    by_call_id: dict[str, dict[str, Any]] = {}
+    pending_by_name: dict[str, list[dict[str, Any]]] = {}
+
+    for entry in entries:
+        if not is_record(entry):
+            continue
+        data = entry.get("data") if is_record(entry.get("data")) else {}
+        tool_call_id = _str_or_empty(data.get("toolCallId"))
+        server = _str_or_empty(data.get("mcpServerName"))
+        name = _str_or_empty(data.get("toolName"))
+        mcp_tool = data.get("mcpToolName")
+        etype = entry.get("type")
+
+        timestamp = entry.get("timestamp")
+        ident = _identity(tool_call_id, server, mcp_tool, timestamp)
+
+        if etype == "tool.execution_start":
+            if not name:
+                continue
+            call: dict[str, Any] = {"source": "agent", "name": name, "tool": name, "completed": False}
+            args = _native_arguments(data)
+            if args is not UNDEFINED:
+                call["arguments"] = args
+            call.update(ident)
+            calls.append(call)
+            if tool_call_id:
+                by_call_id[tool_call_id] = call
+            pending_by_name.setdefault(name, []).append(call)
+            continue
+
+        if etype != "tool.execution_complete":
+            continue
+
+        success = data.get("success") is True
+        match = by_call_id.get(tool_call_id) if tool_call_id else None
+        if match is None:
+            queue = pending_by_name.get(name) if name else None
+            if queue:
+                match = queue.pop(0)
+        else:
+            key = match["name"] if isinstance(match.get("name"), str) else name
+            queue = pending_by_name.get(key)
+            if queue:
+                for i, pending in enumerate(queue):
+                    if pending is match:
+                        del queue[i]
+                        break
+        if match is None:
+            if not name:
+                continue
+            match = {"source": "agent", "name": name, "tool": name}
+            match.update(ident)
+            calls.append(match)
+        if tool_call_id:
+            match["toolCallId"] = tool_call_id
+            by_call_id.pop(tool_call_id, None)
+        match["completed"] = True
+        match["success"] = success
+        match["status"] = "success" if success else "error"
+        if not success and is_record(data.get("error")):
+            match["error"] = data["error"]
+    return calls
+
+
+def _norm_name(name: Any) -> str:
+    return js_trim(name).lower() if isinstance(name, str) else ""
+
+
+def dedupe_keys(call: dict[str, Any]) -> list[str]:
+    """All spellings under which a call may appear (name aliases x key-sorted arguments)."""
+    server = _norm_name(call.get("mcpServerName"))
+    mcp_tool = call.get("mcpToolName") if isinstance(call.get("mcpToolName"), str) else ""
+    bare_names = [call.get("name"), call.get("tool"), call.get("tool_name"), mcp_tool]
+    names: list[Any] = list(bare_names)
+    if server:
+        for bare in bare_names:
+            n = _norm_name(bare)
+            if not n:
+                continue
+            names += [f"{server}-{n}", f"{server}__{n}", f"mcp__{server}__{n}"]
+            for sep in ("-", "__"):
+                prefix = f"{server}{sep}"
+                if n.startswith(prefix):
+                    names.append(n[len(prefix) :])
+            if n.startswith(f"mcp__{server}__"):
+                names.append(n[len(f"mcp__{server}__") :])
+    args_key = stable_stringify(call.get("arguments", UNDEFINED))
+    keys: dict[str, None] = {}
+    for name in names:
+        n = _norm_name(name)
+        if n:
+            keys[f"{n}|{args_key}"] = None
+    return list(keys)
+
+
+def merge_tool_calls(native: list[dict[str, Any]], gateway: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Native calls first, then gateway calls that do not duplicate an unconsumed native call."""
+    if not native:
+        return gateway
+    index: dict[str, list[int]] = {}
+    for i, call in enumerate(native):
+        for key in dedupe_keys(call):
+            index.setdefault(key, []).append(i)
+    consumed: set[int] = set()
+    merged = list(native)
+    for call in gateway:
+        duplicate = False
+        for key in dedupe_keys(call):
+            bucket = index.get(key)
+            if not bucket:
+                continue
+            match = next((i for i in bucket if i not in consumed), None)
+            if match is None:
+                continue
+            consumed.add(match)
+            duplicate = True
+            break
+        if not duplicate:
+            merged.append(call)
+    return merged
