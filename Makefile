@@ -33,10 +33,10 @@ test: install lint
 	$(VENV)/bin/pytest -q -p no:cacheprovider
 
 bench: install
-	$(PY) -m pipeline.bench
+	$(PY) -m bench
 
 bench-quick: install
-	$(PY) -m pipeline.bench --quick
+	$(PY) -m bench --quick
 
 clean:
 	rm -rf $(VENV) $(OUT) build *.egg-info

@@ -1,0 +1,47 @@
+"""``python -m bench [--quick] [--json FILE]``: run every benchmark part and print one table.
+
+Each part is a module ``bench/<part>.py`` with ``run(quick: bool) -> list[dict]``; a row has
+``part``, ``name``, ``value``, ``unit`` and optionally ``baseline`` and ``ratio``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Any
+
+PARTS: tuple[str, ...] = ()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench")
+    parser.add_argument("--quick", action="store_true", help="small sizes (< 2 minutes on 2 cores)")
+    parser.add_argument("--json", default=".bench/results.json", help="where to write the rows")
+    parser.add_argument("--only", action="append", default=[], help="run only these parts")
+    args = parser.parse_args(argv)
+    rows: list[dict[str, Any]] = []
+    for part in PARTS:
+        if args.only and part not in args.only:
+            continue
+        mod = importlib.import_module(f"bench.{part}")
+        part_rows = mod.run(args.quick)
+        for row in part_rows:
+            row.setdefault("part", part)
+        rows.extend(part_rows)
+    print(f"{'part':<12} {'measure':<58} {'value':>14} {'unit':<10} {'ratio':>8}")
+    for r in rows:
+        ratio = f"{r['ratio']:.2f}" if isinstance(r.get("ratio"), (int, float)) else ""
+        print(f"{r['part']:<12} {r['name']:<58} {r['value']:>14.4g} {r['unit']:<10} {ratio:>8}")
+    import os
+
+    os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+    with open(args.json, "w") as fh:
+        json.dump(rows, fh, indent=2)
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
