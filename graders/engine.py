@@ -65,11 +65,18 @@ def grade_trace(
     trace: dict[str, Any],
     plan: GradingPlan,
     executors: Mapping[str, Executor] | None = None,
+    only: frozenset[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every enabled grader of ``plan``, in manifest order."""
+    """Every enabled grader of ``plan`` (or those in ``only``), in manifest order.
+
+    ``run.graderCount`` is always the plan's enabled count, also when the pipeline grades one
+    family at a time.
+    """
     enabled = plan.enabled
     results = []
     for entry in enabled:
+        if only is not None and entry.id not in only:
+            continue
         config = entry.config if entry.config is not None else {}
         ctx = GraderContext(config=config, grader_count=len(enabled))
         results.append(grade_one(entry, trace, ctx, executors))

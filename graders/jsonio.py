@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -23,6 +24,8 @@ MAX_FILE_SIZE: Final = 50 * 1024 * 1024
 MAX_LINE_LENGTH: Final = 1024 * 1024
 _ASCII_WS: Final = b" \t\n\r\x0b\x0c"
 _MAX_SAFE: Final = 2**53
+# Only text with a 16+ digit run can hold an integer beyond 2**53 (JavaScript makes it a double).
+_LONG_DIGITS: Final = re.compile(rb"\d{16}")
 
 
 class JsonError(ValueError):
@@ -51,9 +54,12 @@ def _js_numbers(value: Any) -> Any:
 def parse_json(data: bytes | str) -> Any:
     """``JSON.parse`` semantics; raises :class:`JsonError` on invalid input."""
     try:
-        return orjson.loads(data)
+        value = orjson.loads(data)
     except orjson.JSONDecodeError:
         pass
+    else:
+        raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+        return _js_numbers(value) if _LONG_DIGITS.search(raw) else value
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     try:
         value = json.loads(text, parse_constant=_reject_constant)
@@ -124,8 +130,8 @@ def iter_jsonl(lines: Iterable[bytes], stats: JsonlStats | None = None) -> Itera
 def parse_json_document(data: bytes) -> Any:
     """``safeParseJson``: whole-file JSON, null when unparsable (UTF-8 decoded with U+FFFD)."""
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
+        return parse_json(data)
+    except JsonError:
         pass
     try:
         return parse_json(data.decode("utf-8", "replace"))

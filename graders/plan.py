@@ -101,3 +101,40 @@ def default_plan() -> GradingPlan:
 def plan_with_overrides(overrides: dict[str, dict[str, Any]]) -> GradingPlan:
     """Defaults with per-grader metadata/config overrides (the conformance ``config.json``)."""
     return GradingPlan(tuple(entry_from_spec(s, overrides.get(s.id)) for s in registry.all_specs()))
+
+
+def family_of(entry: PlanEntry) -> str:
+    """The fan-out family of an entry: the registry family for built-ins, else its source."""
+    if entry.source == "builtin":
+        spec = registry.get(entry.id)
+        return spec.family if spec else "builtin"
+    return entry.source
+
+
+@dataclass(frozen=True)
+class PlanSet:
+    """The plan of every workflow: per-workflow plans (``--graders-dir``) over a default."""
+
+    default: GradingPlan
+    by_workflow: tuple[tuple[str, GradingPlan], ...] = ()
+
+    def for_workflow(self, workflow: str) -> GradingPlan:
+        for name, plan in self.by_workflow:
+            if name == workflow:
+                return plan
+        return self.default
+
+    def plans(self) -> list[GradingPlan]:
+        return [self.default, *(p for _, p in self.by_workflow)]
+
+    def families(self) -> list[str]:
+        """Families used by any enabled entry, in first-seen manifest order."""
+        seen: dict[str, None] = {}
+        for plan in self.plans():
+            for entry in plan.enabled:
+                seen.setdefault(family_of(entry), None)
+        return list(seen)
+
+
+def family_ids(plan: GradingPlan, family: str) -> frozenset[str]:
+    return frozenset(e.id for e in plan.enabled if family_of(e) == family)

@@ -8,6 +8,7 @@ the tests and the pipeline share one preprocessing path.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -28,6 +29,8 @@ class RunFiles:
         self.sizes = dict(sizes)
         self._opener = opener
         self.bytes_read = 0
+        # SHA-256 of every file preprocessing consumed: the run's input digest is built from them.
+        self.file_digests: dict[str, str] = {}
 
     def exists(self, rel: str) -> bool:
         return rel in self.sizes
@@ -42,19 +45,30 @@ class RunFiles:
         with self.open(rel) as fh:
             data = fh.read()
         self.bytes_read += len(data)
+        self.file_digests[rel] = hashlib.sha256(data).hexdigest()
         return data
 
     def iter_lines(self, rel: str) -> Iterator[bytes]:
         """Stream a file's lines split on ``\\n`` (the separator gh-aw splits on)."""
+        hasher = hashlib.sha256()
         with self.open(rel) as fh:
             for line in fh:
                 self.bytes_read += len(line)
+                hasher.update(line)
                 yield line
+        self.file_digests[rel] = hasher.hexdigest()
 
     def under(self, prefix: str) -> list[str]:
         """Relative paths below ``prefix`` (a folder), sorted."""
         p = prefix.rstrip("/") + "/"
         return sorted(k for k in self.sizes if k.startswith(p))
+
+    def input_digest(self) -> str:
+        """Digest of the run's listing and of the content of every file that was read."""
+        h = hashlib.sha256()
+        for rel in sorted(self.sizes):
+            h.update(f"{rel}\0{self.sizes[rel]}\0{self.file_digests.get(rel, '')}\n".encode())
+        return h.hexdigest()
 
     def display(self, rel: str) -> str:
         return f"{self.root.rstrip('/')}/{rel}"

@@ -1,0 +1,172 @@
+"""Writes the bundled sample fleet under examples/fleet/ (deterministic; rerun to regenerate).
+
+Three gh-aw workflows over three days, with reruns (attempt 2), token usage, MCP gateway logs,
+Copilot events.jsonl, agent_output.json safe outputs, embedded Trajectory IR on some runs, and
+a few broken runs that must end in the dead letter.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent / "fleet"
+WORKFLOWS = {
+    "issue-triage": ["github-list_issues", "github-get_issue", "github-search_issues", "view", "bash"],
+    "daily-file-diet": ["view", "bash", "edit", "glob", "github-get_file_contents"],
+    "ci-doctor": ["bash", "github-get_workflow_run", "github-list_workflow_jobs", "view", "grep"],
+}
+DAYS = ["2026-11-28", "2026-11-29", "2026-11-30"]
+MODELS = ["gpt-5", "claude-sonnet-4.5"]
+
+
+def dump(path: Path, obj: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def jsonl(path: Path, rows: list[object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def args_for(tool: str, rng: random.Random) -> dict[str, object]:
+    if tool in ("view", "edit"):
+        return {"path": f"src/module_{rng.randint(1, 6)}.py"}
+    if tool == "bash":
+        return {"command": rng.choice(["make test", "git status", "ls -la", "pytest -q tests/unit"])}
+    if tool in ("glob", "grep"):
+        return {"pattern": rng.choice(["**/*.py", "TODO", "def main"])}
+    return {"owner": "octo-org", "repo": "widgets", "issue_number": rng.randint(100, 200)}
+
+
+def trajectory_ir(rng: random.Random, run_id: str) -> dict[str, object]:
+    states = ["triage", "read-issue", "search", "read-issue", "label", "comment", "search", "label"]
+    n = rng.randint(5, len(states))
+    events = []
+    for i, s in enumerate(states[:n]):
+        events.append({"index": i * 2, "kind": "state_change", "ref": s})
+        events.append({"index": i * 2 + 1, "kind": "tool_call", "ref": rng.choice(["view", "search", "label"])})
+    events.append({"index": 2 * n, "kind": "safe_output", "ref": "out-1"})
+    return {
+        "runId": run_id,
+        "events": events,
+        "states": [{"id": s, "label": s, "firstEventIndex": i * 2} for i, s in enumerate(states[:n])],
+        "toolCalls": [{"id": "tc-1", "eventIndex": 1, "name": "view", "arguments": {"path": "README.md"},
+                       "success": True, "durationMs": 120, "outputRef": "obs-1"}],
+        "observations": [{"id": "obs-1", "eventIndex": 2, "sourceToolCallId": "tc-1",
+                          "consumedByActionIds": ["act-1"] if rng.random() < 0.7 else []}],
+        "actions": [{"id": "act-1", "eventIndex": 3, "type": "add_labels", "target": "issue#7",
+                     "validAtIssueTime": True, "consequential": True}],
+        "resources": [{"id": "r1", "kind": "file", "uri": "src/triage.py"}],
+        "provenanceEdges": [{"from": "obs-1", "to": "act-1", "relation": "informed"},
+                            {"from": "tc-1", "to": "out-1", "relation": "derived-from"}],
+        "objectives": [
+            {"id": "o1", "description": "verify the issue is not a duplicate", "satisfiedAtEventIndex": 3,
+             "dependsOn": []},
+            {"id": "o2", "description": "label the issue", "satisfiedAtEventIndex": 5 if rng.random() < 0.8 else None,
+             "dependsOn": ["o1"]},
+        ],
+        "reference": {"toolCalls": [{"name": "view", "arguments": {"path": "README.md"}}],
+                      "states": ["triage", "read-issue", "label"],
+                      "patch": {"files": [{"path": "src/triage.py"}, "docs/triage.md"]}},
+    }
+
+
+def write_run(wf: str, day: str, run_id: int, attempt: int, rng: random.Random) -> None:
+    root = ROOT / wf / f"run-{run_id}" if attempt == 1 else ROOT / wf / f"run-{run_id}-attempt-{attempt}"
+    hour = rng.randint(0, 23)
+    dump(root / "aw_info.json", {
+        "workflow_name": wf, "run_id": run_id, "run_number": run_id % 1000, "run_attempt": attempt,
+        "created_at": f"{day}T{hour:02d}:{rng.randint(0, 59):02d}:00Z", "repository": "octo-org/widgets",
+        "engine_id": "copilot", "engine_name": "GitHub Copilot CLI", "model": rng.choice(MODELS),
+        "version": "1.0.55", "cli_version": "v0.40.1", "staged": False, "agent_runtime": "node",
+    })
+    tools = WORKFLOWS[wf]
+    n_calls = rng.randint(3, 14)
+    events: list[object] = [{"type": "session.start", "data": {"sessionId": f"s-{run_id}", "version": 1}}]
+    gateway: list[object] = []
+    for i in range(n_calls):
+        tool = rng.choice(tools)
+        call_id = f"call_{run_id}_{i}"
+        a = args_for(tool, rng)
+        server = "github" if tool.startswith("github-") else None
+        start = {"toolCallId": call_id, "toolName": tool, "arguments": a}
+        if server:
+            start["mcpServerName"] = server
+            start["mcpToolName"] = tool.split("-", 1)[1]
+        events.append({"type": "tool.execution_start", "data": start, "timestamp": f"{day}T{hour:02d}:00:{i:02d}Z"})
+        if rng.random() < 0.93:
+            ok = rng.random() > 0.15
+            done: dict[str, object] = {"toolCallId": call_id, "success": ok}
+            if not ok:
+                done["error"] = {"message": "command failed", "code": "failure"}
+            events.append({"type": "tool.execution_complete", "data": done})
+        if server:
+            gateway.append({"type": "tool_call", "tool_name": tool.split("-", 1)[1], "server_id": server,
+                            "payload": {"arguments": a}})
+            gateway.append({"type": "response", "method": "tools/call", "server_id": server, "status": 200})
+            if rng.random() < 0.2:
+                gateway.append({"level": "warn", "message": "Retrying after 429 rate limit", "retry": True})
+    if rng.random() < 0.15:
+        gateway.append({"level": "error", "type": "error", "message": "upstream timeout"})
+    jsonl(root / "sandbox/agent/logs/copilot-session-state/events.jsonl", events)
+    if gateway:
+        jsonl(root / "mcp-logs/gateway.jsonl", gateway)
+    tokens = []
+    context = rng.randint(4000, 9000)
+    for _ in range(rng.randint(2, 9)):
+        context += rng.randint(500, 4000)
+        tokens.append({"model": rng.choice(MODELS), "input_tokens": context,
+                       "output_tokens": rng.randint(100, 1500), "duration_ms": rng.randint(800, 9000)})
+    jsonl(root / "sandbox/firewall-audit-logs/api-proxy-logs/token-usage.jsonl", tokens)
+    items = [{"type": "add_labels", "labels": ["bug"]}] if rng.random() < 0.7 else []
+    if rng.random() < 0.5:
+        items.append({"type": "add_comment", "body": "Triaged automatically."})
+    output: dict[str, object] = {"items": items, "errors": []}
+    if wf == "issue-triage" and rng.random() < 0.6:
+        output["trajectoryIR"] = trajectory_ir(rng, str(run_id))
+    dump(root / "agent_output.json", output)
+    dump(root / "agent_usage.json", {"input_tokens": sum(t["input_tokens"] for t in tokens),
+                                     "output_tokens": sum(t["output_tokens"] for t in tokens)})
+
+
+def write_broken() -> None:
+    # aw_info.json that is not JSON.
+    bad = ROOT / "ci-doctor" / "run-900001"
+    bad.mkdir(parents=True, exist_ok=True)
+    (bad / "aw_info.json").write_text('{"workflow_name": "ci-doctor", "run_id": 900001, "created_at": ')
+    jsonl(bad / "mcp-logs/gateway.jsonl", [{"type": "tool_call", "tool_name": "bash"}])
+    # No aw_info.json and no date folder: the date cannot be determined.
+    nodate = ROOT / "daily-file-diet" / "run-900002"
+    jsonl(nodate / "mcp-logs/gateway.jsonl", [{"type": "tool_call", "tool_name": "view"}])
+    # aw_info.json that is not UTF-8.
+    latin = ROOT / "issue-triage" / "run-900003"
+    latin.mkdir(parents=True, exist_ok=True)
+    (latin / "aw_info.json").write_bytes(b'{"workflow_name": "issue-triage \xe9", "run_id": 900003}')
+    # A run folder holding no gh-aw artifact at all.
+    empty = ROOT / "issue-triage" / "run-900004"
+    empty.mkdir(parents=True, exist_ok=True)
+    (empty / "notes.txt").write_text("download interrupted\n")
+
+
+def main() -> None:
+    if ROOT.exists():
+        shutil.rmtree(ROOT)
+    rng = random.Random(20261130)
+    run_id = 7_100_000
+    for wf in WORKFLOWS:
+        for day in DAYS:
+            for _ in range(3):
+                run_id += rng.randint(3, 40)
+                write_run(wf, day, run_id, 1, rng)
+                if rng.random() < 0.3:  # a rerun of the same run
+                    write_run(wf, day, run_id, 2, rng)
+    write_broken()
+    (ROOT / "README.md").write_text("Sample fleet for `make demo`; regenerate with `python examples/make_fleet.py`.\n")
+
+
+if __name__ == "__main__":
+    main()

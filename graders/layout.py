@@ -1,0 +1,56 @@
+"""Where runs are in a fleet folder: the run root of each file (design.md §2).
+
+A fleet is typically ``<prefix>/<workflow>/run-<id>/…``, ``<prefix>/run-<id>/…`` or
+``<prefix>/<workflow>/<run-id>/…`` (optionally with a ``YYYY-MM-DD`` or ``date=…`` folder).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+# Top-level names of a run's artifact root (gh-aw artifacts, flattened by `gh aw logs`).
+ARTIFACT_NAMES: Final = frozenset(
+    {
+        "aw_info.json", "aw-info", "agent_output.json", "agent-output", "agent_usage.json",
+        "mcp-logs", "sandbox", "agent", "usage", "graders", "evals.jsonl", "aw.patch",
+        "safe-outputs", "safe_output.jsonl", "agent-stdio.log", "activation",
+    }
+)
+RUN_DIR = re.compile(r"^run-([0-9A-Za-z._-]+)$")
+DATE_DIR = re.compile(r"^(?:date=)?(\d{4}-\d{2}-\d{2})$")
+
+
+def run_root_of(rel_path: str) -> str | None:
+    """The run folder a file belongs to (relative to the fleet root), or None for stray files."""
+    parts = [p for p in rel_path.split("/") if p]
+    if len(parts) < 2:
+        return None
+    for i, part in enumerate(parts[:-1]):
+        if RUN_DIR.match(part):
+            return "/".join(parts[: i + 1])
+    for i, part in enumerate(parts):
+        if part in ARTIFACT_NAMES and i > 0:
+            return "/".join(parts[:i])
+    return None
+
+
+def layout_hints(run_root: str) -> tuple[str | None, str | None, str | None]:
+    """(workflow, run id, date) suggested by the path of a run root, each None if absent."""
+    parts = [p for p in run_root.split("/") if p]
+    if not parts:
+        return None, None, None
+    leaf = parts[-1]
+    m = RUN_DIR.match(leaf)
+    run_id = m.group(1) if m else leaf
+    date = None
+    workflow = None
+    for part in reversed(parts[:-1]):
+        d = DATE_DIR.match(part)
+        if d and date is None:
+            date = d.group(1)
+            continue
+        if workflow is None:
+            workflow = part
+            break
+    return workflow, run_id, date

@@ -1,0 +1,64 @@
+"""From a run's files to everything graders need, once per run (the "read + preprocess" stage)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from graders.engine import Executor, grade_trace
+from graders.layout import ARTIFACT_NAMES
+from graders.plan import GradingPlan
+from graders.preprocess import PreprocessReport, preprocess, read_evals
+from graders.rows import result_rows, run_row
+from graders.runfiles import RunFiles
+from graders.runmeta import determine_run_meta, read_aw_info
+from schemas.documents import RunMeta
+
+
+class NoArtifactsError(ValueError):
+    """A folder that looked like a run holds none of the gh-aw artifact files."""
+
+
+@dataclass
+class PreparedRun:
+    meta: RunMeta
+    trace: dict[str, Any]
+    report: PreprocessReport
+    input_digest: str
+    evals: dict[str, Any] | None = None
+    aw_info: dict[str, Any] | None = field(default=None, repr=False)
+
+
+def prepare_run(files: RunFiles, run_root: str) -> PreparedRun:
+    """Identity, preprocessed trace and input digest of one run; raises on an ungradable run."""
+    if not any(rel.split("/", 1)[0] in ARTIFACT_NAMES for rel in files.sizes):
+        listed = ", ".join(sorted(files.sizes)[:5]) or "no files"
+        raise NoArtifactsError(
+            f"{files.root}: no gh-aw run artifacts (aw_info.json, agent_output.json, mcp-logs/, "
+            f"sandbox/, …) found; it holds {listed}"
+        )
+    meta = determine_run_meta(files, run_root)
+    _, aw_info = read_aw_info(files)
+    report = PreprocessReport()
+    trace = preprocess(files, report)
+    evals = read_evals(files, report)
+    return PreparedRun(meta, trace, report, files.input_digest(), evals, aw_info)
+
+
+@dataclass
+class GradedRun:
+    results: list[dict[str, Any]]
+    result_rows: list[dict[str, Any]]
+    run_row: dict[str, Any]
+
+
+def grade_prepared(
+    prep: PreparedRun, plan: GradingPlan, executors: Mapping[str, Executor] | None = None
+) -> GradedRun:
+    results = grade_trace(prep.trace, plan, executors)
+    return GradedRun(
+        results,
+        result_rows(prep.meta, results, plan, prep.input_digest),
+        run_row(prep.meta, prep.trace, results, prep.report, plan, prep.input_digest),
+    )

@@ -1,0 +1,158 @@
+"""Table rows from grading outcomes (design.md §3). Pure: the Beam sink only writes them."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import orjson
+
+from graders import registry
+from graders.plan import GradingPlan, PlanEntry
+from graders.preprocess import PreprocessReport
+from schemas.documents import RunMeta
+from schemas.version import FLEETGRADE_VERSION
+
+
+def implementation_digest(entry: PlanEntry) -> str:
+    """What graded a row: the script/evaluator digest, else the built-in's id and revision."""
+    if entry.digest:
+        return entry.digest
+    spec = registry.get(entry.id)
+    revision = spec.revision if spec else 0
+    return hashlib.sha256(f"fleetgrade/{entry.id}/r{revision}".encode()).hexdigest()
+
+
+def _float(value: Any) -> float | None:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _metrics(value: Any) -> list[dict[str, Any]] | None:
+    if not isinstance(value, list):
+        return None
+    out = []
+    for m in value:
+        if isinstance(m, dict):
+            out.append({"id": str(m.get("id", "")), "value": _float(m.get("value"))})
+    return out
+
+
+def _json_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def result_rows(
+    meta: RunMeta,
+    results: list[dict[str, Any]],
+    plan: GradingPlan,
+    input_digest: str,
+) -> list[dict[str, Any]]:
+    entries = {e.id: (i, e) for i, e in enumerate(plan.enabled)}
+    config_digest = plan.digest()
+    rows = []
+    for r in results:
+        index, entry = entries[r["id"]]
+        spec = registry.get(entry.id) if entry.source == "builtin" else None
+        impl = r.get("implementation", {})
+        rows.append(
+            {
+                "workflow": meta.workflow,
+                "date": meta.date,
+                "run_id": meta.run_id,
+                "attempt": meta.attempt,
+                "grader_id": r["id"],
+                "grader_index": index,
+                "name": r.get("name"),
+                "description": r.get("description"),
+                "source": r.get("source"),
+                "family": spec.family if spec else entry.source,
+                "value": _float(r.get("value")),
+                "unit": r.get("unit"),
+                "direction": entry.direction or None,
+                "threshold": _float(entry.threshold),
+                "passed": r.get("passed"),
+                "status": r["status"],
+                "severity": r.get("severity"),
+                "message": r.get("message"),
+                "error": r.get("error"),
+                "details": r.get("details"),
+                "metrics": _metrics(r.get("metrics")),
+                "diagnostics": _json_text(r.get("diagnostics")),
+                "implementation_id": impl.get("id"),
+                "implementation_version": impl.get("version"),
+                "implementation_digest": implementation_digest(entry),
+                "config_digest": config_digest,
+                "input_digest": input_digest,
+                "fleetgrade_version": FLEETGRADE_VERSION,
+            }
+        )
+    return rows
+
+
+def run_row(
+    meta: RunMeta,
+    trace: dict[str, Any],
+    results: list[dict[str, Any]],
+    report: PreprocessReport,
+    plan: GradingPlan,
+    input_digest: str,
+    source_kind: str = "gh-aw",
+) -> dict[str, Any]:
+    statuses = [r["status"] for r in results]
+    return {
+        "workflow": meta.workflow,
+        "date": meta.date,
+        "run_id": meta.run_id,
+        "attempt": meta.attempt,
+        "created_at": meta.created_at,
+        "repository": meta.repository,
+        "metadata_source": meta.metadata_source,
+        "source_kind": source_kind,
+        "root": meta.root,
+        "graders": len(results),
+        "passed": statuses.count("pass"),
+        "failed": statuses.count("fail"),
+        "errors": statuses.count("error"),
+        "unavailable": statuses.count("unavailable"),
+        "total_input_tokens": _float(trace.get("totalInputTokens")),
+        "total_output_tokens": _float(trace.get("totalOutputTokens")),
+        "total_duration_ms": _float(trace.get("totalDurationMs")),
+        "steps": len(trace.get("steps") or []),
+        "tool_calls": len(trace.get("toolCalls") or []),
+        "artifacts": len(trace.get("artifacts") or []),
+        "bytes_read": report.bytes_read,
+        "warnings": list(report.warnings),
+        "input_digest": input_digest,
+        "config_digest": plan.digest(),
+        "fleetgrade_version": FLEETGRADE_VERSION,
+    }
+
+
+def dead_letter_row(
+    input_path: str,
+    stage: str,
+    error: BaseException | str,
+    run_id: str | None = None,
+    workflow: str | None = None,
+    date: str | None = None,
+) -> dict[str, Any]:
+    """One input that could not be graded; workflow/date are null when undetermined."""
+    if isinstance(error, BaseException):
+        error_class, message = type(error).__name__, str(error) or type(error).__name__
+    else:
+        error_class, message = "Error", error
+    return {
+        "workflow": workflow,
+        "date": date,
+        "input": input_path,
+        "run_id": run_id,
+        "stage": stage,
+        "error_class": error_class,
+        "message": message,
+        "fleetgrade_version": FLEETGRADE_VERSION,
+    }

@@ -1,0 +1,113 @@
+"""Run identity: ``aw_info.json`` first, else the folder layout (design.md §2).
+
+A run whose workflow or date cannot be determined is not graded into a default bucket: it
+raises :class:`MetadataError`, which the pipeline turns into a ``dead_letter`` row.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from graders.jsonio import MAX_FILE_SIZE, JsonError, parse_json
+from graders.layout import layout_hints
+from graders.runfiles import RunFiles
+from schemas.documents import RunMeta
+
+AW_INFO_PATHS: Final = ("aw_info.json", "aw-info/aw_info.json")
+
+
+class MetadataError(ValueError):
+    """The run's identity cannot be determined; the message names the file and the problem."""
+
+
+def read_aw_info(files: RunFiles) -> tuple[str | None, dict[str, Any] | None]:
+    for rel in AW_INFO_PATHS:
+        size = files.size(rel)
+        if size is None:
+            continue
+        if size > MAX_FILE_SIZE:
+            raise MetadataError(f"{files.display(rel)}: file is {size} bytes, over the 50 MiB limit")
+        data = files.read(rel)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MetadataError(f"{files.display(rel)}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+        try:
+            value = parse_json(text)
+        except JsonError as exc:
+            raise MetadataError(f"{files.display(rel)}: not valid JSON ({exc})") from exc
+        if not isinstance(value, dict):
+            raise MetadataError(f"{files.display(rel)}: expected a JSON object")
+        return rel, value
+    return None, None
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    return None
+
+
+def _attempt(value: Any, where: str) -> int:
+    if value is None:
+        return 1
+    text = _text(value)
+    if text is None or not text.isdigit() or int(text) < 1:
+        raise MetadataError(f"{where}: run_attempt must be a positive integer, got {value!r}")
+    return int(text)
+
+
+def _date_of(created_at: str, where: str) -> str:
+    try:
+        ts = datetime.fromisoformat(created_at)
+    except ValueError as exc:
+        raise MetadataError(f"{where}: created_at is not an ISO 8601 timestamp: {created_at!r}") from exc
+    if ts.tzinfo is not None:
+        ts = ts.astimezone(UTC)
+    return ts.date().isoformat()
+
+
+def determine_run_meta(files: RunFiles, run_root: str) -> RunMeta:
+    """Workflow, run id, attempt and date of the run at ``run_root`` (relative to the fleet root)."""
+    rel, info = read_aw_info(files)
+    wf_hint, id_hint, date_hint = layout_hints(run_root)
+    where = files.display(rel) if rel else files.root
+    info = info or {}
+    workflow = _text(info.get("workflow_name")) or wf_hint
+    run_id = _text(info.get("run_id")) or id_hint
+    created_raw = info.get("created_at")
+    created_at = created_raw.strip() if isinstance(created_raw, str) and created_raw.strip() else None
+    if workflow is None:
+        raise MetadataError(
+            f"{where}: cannot determine the workflow (no aw_info.json workflow_name and the path "
+            f"has no <workflow>/ folder above the run)"
+        )
+    if run_id is None:
+        raise MetadataError(f"{where}: cannot determine the run id")
+    if created_at is not None:
+        date = _date_of(created_at, where)
+    elif date_hint is not None:
+        date = date_hint
+    else:
+        raise MetadataError(
+            f"{where}: cannot determine the run date (no aw_info.json created_at and no "
+            f"YYYY-MM-DD folder in the path)"
+        )
+    repository = info.get("repository") if isinstance(info.get("repository"), str) else None
+    return RunMeta(
+        workflow=workflow,
+        run_id=run_id,
+        attempt=_attempt(info.get("run_attempt"), where),
+        date=date,
+        created_at=created_at,
+        repository=repository,
+        metadata_source="aw_info" if rel else "layout",
+        root=files.root,
+    )

@@ -1,0 +1,48 @@
+"""Options of ``fleetgrade run`` and the local runner choice (no Prism download, ever)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.runners.runner import PipelineRunner
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--input", required=True, help="fleet folder or gs:// prefix holding run folders")
+    parser.add_argument("--output", required=True, help="output folder or gs:// prefix for the Parquet tables")
+    parser.add_argument("--graders", metavar="FILE", help="graders map (YAML/JSON) or a gh-aw workflow .md")
+    parser.add_argument("--graders-dir", metavar="DIR", help="one graders file per workflow name")
+    parser.add_argument(
+        "--runner",
+        default="direct",
+        help="direct (in-process FnApiRunner), direct-multiprocess, portable, DataflowRunner, …",
+    )
+    parser.add_argument("--direct-num-workers", type=int, default=0, help="workers for direct-multiprocess")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+
+def local_runner(name: str) -> PipelineRunner | None:
+    """The runner object for local names; None means "let Beam resolve ``--runner``"."""
+    if name in ("direct", "DirectRunner", "direct-multiprocess", "FnApiRunner"):
+        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+        return FnApiRunner()
+    return None
+
+
+def pipeline_options(args: argparse.Namespace, extra: list[str]) -> PipelineOptions:
+    """Beam options from our flags plus any pass-through Beam flags (``--project``, …)."""
+    flags: list[str] = list(extra)
+    opts: dict[str, Any] = {}
+    if args.runner == "direct-multiprocess":
+        opts.update(direct_running_mode="multi_processing", direct_num_workers=args.direct_num_workers or 2)
+    elif args.runner in ("direct", "DirectRunner", "FnApiRunner"):
+        opts.update(direct_running_mode="in_memory")
+    else:
+        flags.append(f"--runner={args.runner}")
+    options = PipelineOptions(flags, **opts)
+    options.view_as(StandardOptions)
+    options.view_as(DirectOptions)
+    return options

@@ -1,0 +1,103 @@
+"""Arrow schemas of the output tables (design.md §3). Column order is the file order.
+
+Partition columns (``workflow``, ``date``) are not stored in the files: they live in the hive
+path ``<table>/workflow=<w>/date=<YYYY-MM-DD>/``; readers add them back.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+PARTITION_COLUMNS = ("workflow", "date")
+PARTITION_SCHEMA = pa.schema([("workflow", pa.string()), ("date", pa.string())])
+
+METRIC = pa.struct([("id", pa.string()), ("value", pa.float64())])
+
+GRADER_RESULTS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("attempt", pa.int32()),
+        ("grader_id", pa.string()),
+        ("grader_index", pa.int32()),
+        ("name", pa.string()),
+        ("description", pa.string()),
+        ("source", pa.string()),
+        ("family", pa.string()),
+        ("value", pa.float64()),
+        ("unit", pa.string()),
+        ("direction", pa.string()),
+        ("threshold", pa.float64()),
+        ("passed", pa.bool_()),
+        ("status", pa.string()),
+        ("severity", pa.string()),
+        ("message", pa.string()),
+        ("error", pa.string()),
+        ("details", pa.string()),
+        ("metrics", pa.list_(METRIC)),
+        ("diagnostics", pa.string()),
+        ("implementation_id", pa.string()),
+        ("implementation_version", pa.int32()),
+        ("implementation_digest", pa.string()),
+        ("config_digest", pa.string()),
+        ("input_digest", pa.string()),
+        ("fleetgrade_version", pa.string()),
+    ]
+)
+
+RUNS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("attempt", pa.int32()),
+        ("created_at", pa.string()),
+        ("repository", pa.string()),
+        ("metadata_source", pa.string()),
+        ("source_kind", pa.string()),
+        ("root", pa.string()),
+        ("graders", pa.int32()),
+        ("passed", pa.int32()),
+        ("failed", pa.int32()),
+        ("errors", pa.int32()),
+        ("unavailable", pa.int32()),
+        ("total_input_tokens", pa.float64()),
+        ("total_output_tokens", pa.float64()),
+        ("total_duration_ms", pa.float64()),
+        ("steps", pa.int64()),
+        ("tool_calls", pa.int64()),
+        ("artifacts", pa.int64()),
+        ("bytes_read", pa.int64()),
+        ("warnings", pa.list_(pa.string())),
+        ("input_digest", pa.string()),
+        ("config_digest", pa.string()),
+        ("fleetgrade_version", pa.string()),
+    ]
+)
+
+DEAD_LETTER = pa.schema(
+    [
+        ("input", pa.string()),
+        ("run_id", pa.string()),
+        ("stage", pa.string()),
+        ("error_class", pa.string()),
+        ("message", pa.string()),
+        ("fleetgrade_version", pa.string()),
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "grader_results": GRADER_RESULTS,
+    "runs": RUNS,
+    "dead_letter": DEAD_LETTER,
+}
+
+# Rows are sorted by these columns inside a partition, so files are deterministic.
+SORT_KEYS: dict[str, tuple[str, ...]] = {
+    "grader_results": ("run_id", "attempt", "grader_index", "grader_id"),
+    "runs": ("run_id", "attempt"),
+    "dead_letter": ("input", "stage"),
+}
+
+
+def register_table(name: str, schema: pa.Schema, sort_keys: tuple[str, ...]) -> None:
+    """Other table families (trace verdicts, observations…) add themselves here."""
+    TABLES[name] = schema
+    SORT_KEYS[name] = sort_keys

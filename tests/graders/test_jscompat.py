@@ -1,0 +1,67 @@
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from graders.jscompat import (
+    UNDEFINED,
+    js_number,
+    js_number_or_zero,
+    js_number_to_string,
+    js_string,
+    js_stringify,
+    js_trim,
+    stable_stringify,
+    utf16_len,
+)
+
+
+def test_number_to_string_matches_javascript_rules():
+    cases = {
+        1.0: "1", 0.1: "0.1", 1e21: "1e+21", 1e-7: "1e-7", 1.5e-7: "1.5e-7", 123456789012345680000.0: "123456789012345680000",
+        0.000001: "0.000001", -2.5: "-2.5", 100.0: "100", 1.7976931348623157e308: "1.7976931348623157e+308",
+        5e-324: "5e-324", math.inf: "Infinity", -math.inf: "-Infinity", math.nan: "NaN", -0.0: "0", 4200.5: "4200.5",
+    }
+    for value, text in cases.items():
+        assert js_number_to_string(value) == text, value
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_number_to_string_round_trips(x):
+    assert float(js_number_to_string(x)) == x or x == 0
+
+
+def test_number_conversion():
+    assert js_number("  12  ") == 12
+    assert js_number("0x10") == 16
+    assert js_number("") == 0
+    assert math.isnan(js_number("1_0"))
+    assert math.isnan(js_number("nan"))
+    assert js_number("Infinity") == math.inf
+    assert js_number("-Infinity") == -math.inf
+    assert math.isnan(js_number("infinity"))
+    assert js_number(None) == 0
+    assert math.isnan(js_number(UNDEFINED))
+    assert js_number(True) == 1
+    assert js_number([]) == 0
+    assert js_number([7]) == 7
+    assert math.isnan(js_number([1, 2]))
+    assert math.isnan(js_number({}))
+    assert js_number_or_zero("NaN") == 0
+    assert js_number_or_zero("1e3") == 1000
+
+
+def test_string_and_stringify():
+    assert js_string([1, None, "a"]) == "1,,a"
+    assert js_string({"a": 1}) == "[object Object]"
+    assert js_string(None) == "null"
+    assert js_stringify({"b": 1, "2": 2, "1": 3, "a": [1.0, math.nan]}) == '{"1":3,"2":2,"b":1,"a":[1,null]}'
+    assert js_stringify(UNDEFINED) is None
+    assert stable_stringify({"b": [1, {"d": 1, "c": 2}], "a": "x"}) == '{"a":"x","b":[1,{"c":2,"d":1}]}'
+    assert stable_stringify(UNDEFINED) == ""
+
+
+def test_trim_and_length():
+    assert js_trim("\ufeff x \u00a0") == "x"
+    assert js_trim("\x1c x") == "\x1c x"  # Python's isspace() would strip it; JavaScript does not
+    assert utf16_len("a😀") == 3

@@ -1,0 +1,89 @@
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graders.preprocess import GATEWAY_PATHS, TOKEN_USAGE_PATHS, PreprocessReport, preprocess, read_evals
+from graders.runfiles import memory_run_files
+
+
+def jl(*rows):
+    return b"".join(orjson.dumps(r) + b"\n" for r in rows)
+
+
+def test_first_candidate_wins_even_when_empty():
+    files = memory_run_files({TOKEN_USAGE_PATHS[0]: b"", TOKEN_USAGE_PATHS[1]: jl({"input_tokens": 5})})
+    assert preprocess(files)["tokenUsageEntries"] == []
+
+
+def test_oversized_file_falls_back_with_warning():
+    files = memory_run_files({GATEWAY_PATHS[1]: jl({"type": "tool_call", "tool_name": "x"})})
+    files.sizes[GATEWAY_PATHS[0]] = 60 * 1024 * 1024
+    report = PreprocessReport()
+    trace = preprocess(files, report)
+    assert [c["name"] for c in trace["toolCalls"]] == ["x"]
+    assert any("skipping oversized file mcp-logs/gateway.jsonl" in w for w in report.warnings)
+
+
+def test_null_line_is_dropped_and_reported():
+    files = memory_run_files({GATEWAY_PATHS[0]: b'null\n{"retry": true}\n'})
+    report = PreprocessReport()
+    trace = preprocess(files, report)
+    assert trace["retryEvents"] == [{"retry": True}]
+    assert report.warnings == ["mcp-logs/gateway.jsonl: skipped 1 literal null line(s)"]
+
+
+def test_gateway_classification_and_rpc_arguments():
+    files = memory_run_files({GATEWAY_PATHS[2]: jl(
+        {"method": "tools/call", "payload": {"params": {"name": "click", "arguments": {"s": 1}}}},
+        {"type": "request", "message": "retryable"},
+        {"level": "error"},
+        {"event": "tool_call", "payload": {"params": {"x": 1}}, "server_id": "srv"},
+    )})
+    trace = preprocess(files)
+    assert [c.get("name") for c in trace["toolCalls"]] == ["click", None] or trace["toolCalls"][0]["arguments"] == {"s": 1}
+    assert trace["toolCalls"][0]["arguments"] == {"s": 1}
+    assert trace["toolCalls"][1]["arguments"] == {"x": 1}
+    assert trace["toolCalls"][1]["mcpServerName"] == "srv"
+    assert len(trace["gatewayRequests"]) == 2
+    assert len(trace["retryEvents"]) == 1
+    assert len(trace["errorEvents"]) == 1
+
+
+def test_native_fifo_and_dedupe():
+    events = jl(
+        {"type": "tool.execution_start", "data": {"toolName": "view", "toolCallId": "a", "input": {"p": 1}}},
+        {"type": "tool.execution_start", "data": {"toolName": "view", "input": {"p": 2}}},
+        {"type": "tool.execution_complete", "data": {"toolName": "view", "success": True}},
+        {"type": "tool.execution_complete", "data": {"toolName": "bash", "success": False, "error": {"m": 1}}},
+    )
+    files = memory_run_files({
+        "sandbox/agent/logs/copilot-session-state/s1/events.jsonl": events,
+        GATEWAY_PATHS[0]: jl({"type": "tool_call", "tool_name": "VIEW", "payload": {"arguments": {"p": 1}}}),
+    })
+    trace = preprocess(files)
+    native = trace["nativeToolCalls"]
+    assert native[0]["completed"] is True and native[0]["success"] is True  # FIFO by name, even with an id
+    assert native[1]["completed"] is False
+    assert native[2] == {"source": "agent", "name": "bash", "tool": "bash", "completed": True, "success": False,
+                         "status": "error", "error": {"m": 1}}
+    assert len(trace["toolCalls"]) == 3  # the gateway duplicate of view {p:1} is absorbed
+
+
+def test_evals_summary():
+    files = memory_run_files({"evals.jsonl": jl({"id": "q1", "answer": "yes"}, {"id": "q2", "answer": "maybe"}, [1])})
+    assert read_evals(files) == {"total": 3, "yes": 1, "no": 0, "unknown": 2, "byQuestion": {"q1": "YES", "q2": "UNKNOWN"}}
+    assert read_evals(memory_run_files({"evals.jsonl": b""})) is None
+
+
+artifact_paths = st.sampled_from([*TOKEN_USAGE_PATHS, *GATEWAY_PATHS, "agent_output.json", "agent_usage.json",
+                                  "evals.jsonl", "sandbox/agent/logs/copilot-session-state/events.jsonl"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(artifact_paths, st.binary(max_size=200), max_size=5))
+def test_preprocess_never_raises_on_arbitrary_files(contents):
+    files = memory_run_files(contents)
+    trace = preprocess(files)
+    assert list(trace)[:3] == ["tokenUsageEntries", "agentUsage", "mcpGatewayEntries"]
+    assert trace["totalRequests"] == len(trace["steps"])
+    read_evals(files)

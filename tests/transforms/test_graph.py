@@ -1,0 +1,66 @@
+"""The pipeline stages on a small fleet, checked with TestPipeline + assert_that."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apache_beam as beam
+from apache_beam.testing.util import assert_that, equal_to, is_not_empty
+
+from graders.plan import PlanSet, default_plan
+from tests.helpers import local_test_pipeline
+from transforms.discover import DiscoverRuns
+from transforms.grade import GradeRuns
+from transforms.prepare import DEAD, PrepareRun
+
+
+def make_fleet(root: Path) -> None:
+    ok = root / "wf-a" / "run-11"
+    (ok / "mcp-logs").mkdir(parents=True)
+    (ok / "aw_info.json").write_text('{"workflow_name": "wf-a", "run_id": 11, "created_at": "2026-05-01T23:30:00-02:00"}')
+    (ok / "mcp-logs" / "gateway.jsonl").write_text('{"type":"tool_call","tool_name":"a"}\n{"type":"tool_call","tool_name":"a"}\n')
+    dated = root / "wf-b" / "2026-05-03" / "77"
+    (dated / "agent_output.json").parent.mkdir(parents=True)
+    (dated / "agent_output.json").write_text('{"items": [{"type": "x"}]}')
+    broken = root / "wf-b" / "run-12"
+    broken.mkdir(parents=True)
+    (broken / "aw_info.json").write_text("[1, 2]")
+    (root / "README.md").write_text("stray")
+
+
+def test_discover_groups_files_by_run(tmp_path):
+    make_fleet(tmp_path)
+    with local_test_pipeline() as p:
+        runs = p | DiscoverRuns(str(tmp_path))
+        roots = runs | beam.Map(lambda kv: (kv[0], [rel for rel, _ in kv[1]]))
+        assert_that(roots, equal_to([
+            ("wf-a/run-11", ["aw_info.json", "mcp-logs/gateway.jsonl"]),
+            ("wf-b/2026-05-03/77", ["agent_output.json"]),
+            ("wf-b/run-12", ["aw_info.json"]),
+        ]))
+
+
+def test_prepare_and_grade(tmp_path):
+    make_fleet(tmp_path)
+    plans = PlanSet(default_plan())
+    with local_test_pipeline() as p:
+        prepared = (
+            p | DiscoverRuns(str(tmp_path))
+            | beam.ParDo(PrepareRun(str(tmp_path))).with_outputs(DEAD, main="runs")
+        )
+        graded = prepared.runs | GradeRuns(plans)
+        runs = graded["runs"] | "RunIds" >> beam.Map(lambda r: (r["workflow"], r["date"], r["run_id"], r["graders"]))
+        assert_that(runs, equal_to([("wf-a", "2026-05-02", "11", 10), ("wf-b", "2026-05-03", "77", 10)]), label="runs")
+        loops = (
+            graded["grader_results"]
+            | beam.Filter(lambda r: r["grader_id"] in ("loops", "artifact-production"))
+            | beam.Map(lambda r: (r["run_id"], r["grader_id"], r["value"], r["status"]))
+        )
+        assert_that(loops, equal_to([
+            ("11", "loops", 1.0, "pass"), ("11", "artifact-production", 0.0, "pass"),
+            ("77", "loops", 0.0, "pass"), ("77", "artifact-production", 1.0, "pass"),
+        ]), label="values")
+        dead = prepared[DEAD] | beam.Map(lambda r: (r["input"].rsplit("/", 2)[-2:], r["error_class"], r["message"].endswith("aw_info.json: expected a JSON object")))
+        assert_that(dead, equal_to([(["wf-b", "run-12"], "MetadataError", True)]), label="dead")
+        assert_that(graded["dead_letter"], equal_to([]), label="no grade failures")
+        assert_that(graded["grader_results"], is_not_empty(), label="results")

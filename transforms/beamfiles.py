@@ -1,0 +1,40 @@
+"""Run files through Beam ``FileSystems``: one code path for local folders and ``gs://``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from typing import IO, cast
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from graders.runfiles import RunFiles
+
+
+def join(base: str, rel: str) -> str:
+    return base.rstrip("/") + "/" + rel if rel else base
+
+
+def beam_run_files(root: str, listing: Iterable[tuple[str, int]]) -> RunFiles:
+    """A run at ``root`` whose files (relative path, size) were listed by discovery."""
+
+    def opener(rel: str) -> AbstractContextManager[IO[bytes]]:
+        fh = FileSystems.open(join(root, rel), compression_type=CompressionTypes.UNCOMPRESSED)
+        return cast(AbstractContextManager[IO[bytes]], fh)
+
+    return RunFiles(root, dict(listing), opener)
+
+
+def list_files(base: str) -> list[tuple[str, int]]:
+    """Every file below ``base`` as (path relative to base, size), sorted."""
+    base = base.rstrip("/")
+    pattern = base + "/**"
+    out = []
+    for result in FileSystems.match([pattern]):
+        for meta in result.metadata_list:
+            path = meta.path
+            if not path.startswith(base + "/"):
+                continue
+            out.append((path[len(base) + 1 :], int(meta.size_in_bytes)))
+    return sorted(out)

@@ -1,0 +1,127 @@
+"""Fan out to the grader families, one Beam step per family (design.md §2, "Fan out")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from graders.engine import Executor, grade_trace
+from graders.executors import SANDBOXED_SOURCES, close_executor, make_executor
+from graders.plan import PlanSet, family_ids
+from graders.prepare import PreparedRun
+from graders.rows import dead_letter_row, result_rows, run_row
+
+RunKey = tuple[str, str, str, int]
+
+
+def run_key(prep: PreparedRun) -> RunKey:
+    m = prep.meta
+    return (m.workflow, m.date, m.run_id, m.attempt)
+
+
+class GradeFamily(beam.DoFn):
+    """Grades one family on every run; sandboxes live per worker, created in ``setup``."""
+
+    def __init__(self, plans: PlanSet, family: str) -> None:
+        self.plans = plans
+        self.family = family
+        self.executors: dict[str, Executor] = {}
+        self.graded = Metrics.counter("fleetgrade", f"graded_{family}")
+        self.errors = Metrics.counter("fleetgrade", f"grader_errors_{family}")
+
+    def setup(self) -> None:
+        if self.family in SANDBOXED_SOURCES:
+            executor = make_executor(self.family)
+            if executor is not None:
+                self.executors[self.family] = executor
+
+    def process(self, prep: PreparedRun) -> Iterator[dict[str, Any]]:
+        plan = self.plans.for_workflow(prep.meta.workflow)
+        ids = family_ids(plan, self.family)
+        if not ids:
+            return
+        results = grade_trace(prep.trace, plan, self.executors, only=ids)
+        self.graded.inc(len(results))
+        self.errors.inc(sum(r["status"] == "error" for r in results))
+        yield from result_rows(prep.meta, results, plan, prep.input_digest)
+
+    def teardown(self) -> None:
+        for executor in self.executors.values():
+            close_executor(executor)
+        self.executors.clear()
+
+
+def _status_key(row: dict[str, Any]) -> tuple[RunKey, dict[str, Any]]:
+    return (row["workflow"], row["date"], row["run_id"], row["attempt"]), {
+        "status": row["status"], "grader_id": row["grader_id"], "grader_index": row["grader_index"],
+    }
+
+
+def _run_row(
+    kv: tuple[RunKey, dict[str, Iterable[Any]]], plans: PlanSet
+) -> Iterator[Any]:
+    """The ``runs`` row of a run, or its dead-letter row when a grading step failed on it.
+
+    A run is either graded or dead-lettered, never both, so inputs = graded + dead letters.
+    """
+    _, groups = kv
+    failures = list(groups["failed"])
+    for prep in groups["run"]:
+        if failures:
+            yield beam.pvalue.TaggedOutput("dead_letter", failures[0])
+            continue
+        plan = plans.for_workflow(prep.meta.workflow)
+        statuses = sorted(groups["results"], key=lambda s: s["grader_index"])
+        yield run_row(prep.meta, prep.trace, statuses, prep.report, plan, prep.input_digest)
+
+
+class GradeRuns(beam.PTransform):
+    """PreparedRun → {"grader_results": rows, "runs": rows, "dead_letter": rows}."""
+
+    def __init__(self, plans: PlanSet) -> None:
+        super().__init__()
+        self.plans = plans
+
+    def expand(self, prepared: beam.PCollection) -> dict[str, beam.PCollection]:
+        per_family = []
+        failures = []
+        for family in self.plans.families():
+            good, bad = (
+                prepared
+                | f"Grade[{family}]" >> beam.ParDo(GradeFamily(self.plans, family)).with_exception_handling()
+            )
+            per_family.append(good)
+            failures.append(bad)
+        results = tuple(per_family) | "FlattenResults" >> beam.Flatten()
+        failed = (
+            tuple(failures)
+            | "FlattenGradeFailures" >> beam.Flatten()
+            | "GradeFailureRows" >> beam.Map(_failure_row)
+            | "KeyFailures" >> beam.Map(lambda row: ((row["workflow"], row["date"], row["run_id"], row["attempt"]), row))
+        )
+        joined = (
+            {
+                "run": prepared | "KeyRuns" >> beam.Map(lambda p: (run_key(p), p)),
+                "results": results | "KeyStatuses" >> beam.Map(_status_key),
+                "failed": failed,
+            }
+            | "JoinRunResults" >> beam.CoGroupByKey()
+            | "RunRows" >> beam.FlatMap(_run_row, self.plans).with_outputs("dead_letter", main="runs")
+        )
+        return {"grader_results": results, "runs": joined.runs, "dead_letter": joined.dead_letter}
+
+
+def _failure_row(bad: tuple[Any, Any]) -> dict[str, Any]:
+    element, exc_info = bad
+    exc = exc_info[1] if isinstance(exc_info, tuple) and len(exc_info) > 1 else exc_info
+    meta = getattr(element, "meta", None)
+    row = dead_letter_row(
+        getattr(meta, "root", "?"), "grade", exc if isinstance(exc, BaseException) else str(exc),
+        run_id=getattr(meta, "run_id", None), workflow=getattr(meta, "workflow", None),
+        date=getattr(meta, "date", None),
+    )
+    row["attempt"] = getattr(meta, "attempt", None)
+    return row
