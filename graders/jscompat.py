@@ -230,10 +230,30 @@ def _quote(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def js_stringify(value: Any) -> str | None:
-    """``JSON.stringify(value)`` with no indentation; ``None`` when the result is undefined."""
+def js_stringify(value: Any, indent: int = 0) -> str | None:
+    """``JSON.stringify(value, null, indent)``; ``None`` when the result is undefined."""
     if value is UNDEFINED:
         return None
+    if indent:
+        return _stringify_pretty(value, " " * indent, "")
+    return _stringify(value)
+
+
+def _stringify_pretty(value: Any, step: str, current: str) -> str:
+    if isinstance(value, list) and value:
+        inner = current + step
+        items = ["null" if v is UNDEFINED else _stringify_pretty(v, step, inner) for v in value]
+        return "[\n" + inner + (",\n" + inner).join(items) + "\n" + current + "]"
+    if isinstance(value, dict):
+        inner = current + step
+        parts = [
+            _quote(k) + ": " + _stringify_pretty(value[k], step, inner)
+            for k in js_key_order(value)
+            if value[k] is not UNDEFINED
+        ]
+        if not parts:
+            return "{}"
+        return "{\n" + inner + (",\n" + inner).join(parts) + "\n" + current + "}"
     return _stringify(value)
 
 

@@ -7,8 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from graders.engine import grade_trace, results_document
 from graders.executors import SANDBOXED_SOURCES, close_executor, make_executor
 from graders.jscompat import js_stringify
@@ -43,9 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _pretty(doc: Any) -> str:
-    """``JSON.stringify(doc, null, 2)``: JavaScript number and key rules, 2-space indent."""
-    compact = js_stringify(doc) or "null"
-    return orjson.dumps(orjson.loads(compact), option=orjson.OPT_INDENT_2).decode()
+    """``JSON.stringify(doc, null, 2)``, as gh-aw writes its grader files."""
+    return js_stringify(doc, indent=2) or "null"
 
 
 def _load_trace(path: str) -> dict[str, Any]:
