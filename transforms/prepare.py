@@ -36,7 +36,7 @@ class PrepareRun(beam.DoFn):
             prep: PreparedRun = prepare_run(files, root_rel)
         except Exception as exc:  # every ungradable run becomes a row, never a failed job
             self.dead.inc()
-            LOG.warning("dead letter: %s: %s", root, exc)
+            LOG.warning("dead letter: %s", exc)
             # Partition the dead letter by what the path says, when it says anything.
             workflow, run_id, date = layout_hints(root_rel)
             row = dead_letter_row(root, "prepare", exc, run_id=run_id, workflow=workflow, date=date)
