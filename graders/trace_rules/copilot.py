@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from graders.trace_rules.jsonl import Warn, _ignore, iter_objects
+from graders.trace_rules.jsonl import Warn, ignore_warning, iter_objects
 from graders.trace_rules.model import Run, Step
 
 OBSERVATION_CHARS = 200
@@ -51,7 +51,7 @@ def runs_from_copilot_events(
     lines: Iterable[str | bytes | dict[str, Any]],
     task_hint: str | None = None,
     source: str = "<copilot-events>",
-    warn: Warn = _ignore,
+    warn: Warn = ignore_warning,
 ) -> list[Run]:
     session: str | None = None
     calls: dict[str, tuple[str, dict[str, Any]]] = {}  # insertion order = step order

@@ -15,7 +15,7 @@ from typing import Any
 Warn = Callable[[str], None]
 
 
-def _ignore(message: str) -> None:
+def ignore_warning(message: str) -> None:
     pass
 
 
@@ -34,7 +34,7 @@ def json_type(value: Any) -> str:
     return "object" if isinstance(value, dict) else type(value).__name__
 
 
-def decode(data: bytes, source: str = "<input>", warn: Warn = _ignore) -> list[str]:
+def decode(data: bytes, source: str = "<input>", warn: Warn = ignore_warning) -> list[str]:
     """Split like ``read_text().splitlines()``; undecodable bytes become U+FFFD, with a warning."""
     try:
         text = data.decode("utf-8")
@@ -44,12 +44,12 @@ def decode(data: bytes, source: str = "<input>", warn: Warn = _ignore) -> list[s
     return text.splitlines()
 
 
-def read_lines(path: str | Path, warn: Warn = _ignore) -> list[str]:
+def read_lines(path: str | Path, warn: Warn = ignore_warning) -> list[str]:
     return decode(Path(path).read_bytes(), str(path), warn)
 
 
 def iter_objects(
-    lines: Iterable[str | bytes | dict[str, Any]], source: str = "<input>", warn: Warn = _ignore
+    lines: Iterable[str | bytes | dict[str, Any]], source: str = "<input>", warn: Warn = ignore_warning
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every line that is a JSON object; pre-parsed dicts pass through."""
     for lineno, raw in enumerate(lines, 1):

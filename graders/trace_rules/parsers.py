@@ -11,7 +11,7 @@ from typing import Any
 
 from graders.trace_rules.copilot import runs_from_copilot_events
 from graders.trace_rules.ghaw import run_from_ghaw_trace, task_key
-from graders.trace_rules.jsonl import Warn, _ignore, iter_objects, json_type
+from graders.trace_rules.jsonl import Warn, ignore_warning, iter_objects, json_type
 from graders.trace_rules.model import Run, Step
 
 __all__ = [
@@ -109,7 +109,7 @@ def runs_from_traces(obj: Any) -> list[Run]:
 
 
 def runs_from_audit(
-    lines: Iterable[Line], task_hint: str | None = None, source: str = "<audit>", warn: Warn = _ignore
+    lines: Iterable[Line], task_hint: str | None = None, source: str = "<audit>", warn: Warn = ignore_warning
 ) -> list[Run]:
     """hooklib audit / code-logger JSONL: one run per session_id, tool events in file order."""
     by_session: dict[str, list[dict[str, Any]]] = {}
@@ -149,7 +149,7 @@ def _key(value: Any) -> Any:
 
 
 def runs_from_transcript(
-    lines: Iterable[Line], task_hint: str | None = None, source: str = "<transcript>", warn: Warn = _ignore
+    lines: Iterable[Line], task_hint: str | None = None, source: str = "<transcript>", warn: Warn = ignore_warning
 ) -> list[Run]:
     """One run per Claude Code transcript (zero if it has no tool_use); sidechain lines skipped."""
     results: dict[Any, tuple[bool, str]] = {}
