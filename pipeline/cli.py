@@ -17,6 +17,7 @@ from schemas.version import FLEETGRADE_VERSION
 COMMAND_MODULES: tuple[str, ...] = (
     "pipeline.cmd_run",
     "pipeline.cmd_grade",
+    "pipeline.cmd_trace",
     "pipeline.cmd_sql",
 )
 

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from graders.trace_rules.config import default_config
+from graders.trace_rules.ghaw import run_from_ghaw_trace, task_key
+from graders.trace_rules.verdicts import grade
+
+
+def test_run_from_ghaw_trace():
+    trace = {
+        "toolCalls": [
+            {"name": "github-get_issue", "arguments": {"issue_number": 3}},
+            {"tool": "bash", "arguments": {"command": "make"}, "success": False},
+            {"name": "bash", "status": "error"},
+            {"name": "bash", "completed": False},
+            {"name": "bash", "error": {"message": "boom"}},
+            "not-a-call",
+        ],
+        "agentOutput": {"items": [{"type": "create_issue"}], "errors": []},
+    }
+    run = run_from_ghaw_trace(trace, "wf#3", "123")
+    assert [(s.tool, s.ok) for s in run.steps] == [
+        ("github-get_issue", True), ("bash", False), ("bash", False), ("bash", False), ("bash", False), ("", True)]
+    assert run.steps[4].observation == "boom"
+    assert (run.task, run.run_id, run.ok) == ("wf#3", "123", True)
+    (report,) = grade([run], default_config()).runs
+    assert [f.check for f in report.flags] == ["retry_storm"]  # 4 consecutive bash failures > 3
+
+
+def test_delivered_unless_agent_output_errors():
+    assert run_from_ghaw_trace({"toolCalls": [], "agentOutput": {"errors": ["bad item"]}}, "t", "r").ok is False
+    assert run_from_ghaw_trace({"toolCalls": [], "agentOutput": None}, "t", "r").ok is True
+    assert run_from_ghaw_trace({}, "t", "r").steps == []
+
+
+def test_task_key():
+    assert task_key(None, "triage") == "triage"
+    assert task_key({"workflow_name": "triage"}, "triage") == "triage"
+    assert task_key({"issue_number": 42}, "triage") == "triage#42"
+    assert task_key({"pull_request_number": "7"}, "review") == "review#7"
+    assert task_key({"context": {"issue": {"number": 9}}}, "w") == "w#9"
+    assert task_key({"event": {"pull_request": {"number": 11}}}, "w") == "w#11"
+    assert task_key({"issue_number": True, "pr_number": "x1"}, "w") == "w"

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.testing import test_pipeline
+from apache_beam.testing.util import assert_that, equal_to
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graders.trace_rules.config import default_config
+from graders.trace_rules.model import Run, Step
+from graders.trace_rules.verdicts import grade
+from schemas.trace_tables import TASK_RELIABILITY, TRACE_VERDICTS, file_schema
+from schemas.version import FLEETGRADE_VERSION
+from tests.helpers.combiners import assert_combiner_equivalent
+from transforms.reliability import PassKCombineFn, task_reliability_row, trace_verdict_rows
+
+
+def test_combiner_plans_agree_on_worked_example():
+    out = assert_combiner_equivalent(PassKCombineFn(max_k=2), [True, True, False, True])
+    assert out["n"] == 4 and out["c"] == 3 and out["pass_hat_k_strict"] is False
+    assert out["pass_k"][1] == {"k": 2, "pass_hat_k": 0.5, "pass_at_k": 1.0}
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.booleans(), max_size=12))
+def test_combiner_plans_agree(outcomes):
+    assert_combiner_equivalent(PassKCombineFn(max_k=3), outcomes)
+
+
+def test_combine_per_key_in_pipeline():
+    data = [(("wf", "t1"), True), (("wf", "t1"), False), (("wf", "t2"), True), (("other", "t1"), True)]
+    fn = PassKCombineFn(max_k=1)
+    expected = [
+        (("wf", "t1"), {"n": 2, "c": 1, "pass_hat_k_strict": False,
+                        "pass_k": [{"k": 1, "pass_hat_k": 0.5, "pass_at_k": 0.5}]}),
+        (("wf", "t2"), {"n": 1, "c": 1, "pass_hat_k_strict": True,
+                        "pass_k": [{"k": 1, "pass_hat_k": 1.0, "pass_at_k": 1.0}]}),
+        (("other", "t1"), {"n": 1, "c": 1, "pass_hat_k_strict": True,
+                           "pass_k": [{"k": 1, "pass_hat_k": 1.0, "pass_at_k": 1.0}]}),
+    ]
+    with test_pipeline.TestPipeline(runner=FnApiRunner()) as p:
+        out = p | beam.Create(data) | beam.CombinePerKey(fn)
+        assert_that(out, equal_to(expected))
+
+
+def test_rows_fit_the_arrow_schemas():
+    runs = [
+        Run("t", "r1", True, [Step(1, "Edit", {"file_path": "a.py"})]),
+        Run("t", "r2", False, [Step(i, "x") for i in range(1, 43)]),
+    ]
+    rows = trace_verdict_rows(grade(runs, default_config()), "wf", "2026-12-02", attempt=1)
+    table = pa.Table.from_pylist(rows, schema=TRACE_VERDICTS)
+    assert table.column("verdict").to_pylist() == ["pass-with-warnings", "fail"]
+    assert table.column("flags").to_pylist()[1][0]["tool"] is None
+    out = PassKCombineFn(max_k=3).extract_output(PassKCombineFn().create_accumulator().add(True).add(False))
+    rel = pa.Table.from_pylist([task_reliability_row(("wf", "t"), out, "2026-12-02")], schema=TASK_RELIABILITY)
+    row = rel.to_pylist()[0]
+    assert row["fleetgrade_version"] == FLEETGRADE_VERSION
+    assert row["pass_k"][2] == {"k": 3, "pass_hat_k": None, "pass_at_k": None}
+    assert "workflow" not in file_schema(TASK_RELIABILITY).names
