@@ -8,7 +8,7 @@ import apache_beam as beam
 from apache_beam.testing.util import assert_that, equal_to, is_not_empty
 
 from graders.plan import PlanSet, default_plan
-from tests.helpers import local_test_pipeline
+from tests.helpers.beam import local_test_pipeline
 from transforms.discover import DiscoverRuns
 from transforms.grade import GradeRuns
 from transforms.prepare import DEAD, PrepareRun
