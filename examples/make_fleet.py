@@ -75,6 +75,15 @@ def trajectory_ir(rng: random.Random, run_id: str) -> dict[str, object]:
     }
 
 
+def task_fields(wf: str, run_id: int) -> dict[str, object]:
+    """The triggering issue or PR: reruns on one number are one task for pass^k."""
+    if wf == "issue-triage":
+        return {"issue_number": 100 + run_id % 4}
+    if wf == "ci-doctor":
+        return {"pull_request_number": 500 + run_id % 3}
+    return {}
+
+
 def write_run(wf: str, day: str, run_id: int, attempt: int, rng: random.Random) -> None:
     root = ROOT / wf / f"run-{run_id}" if attempt == 1 else ROOT / wf / f"run-{run_id}-attempt-{attempt}"
     hour = rng.randint(0, 23)
@@ -83,13 +92,17 @@ def write_run(wf: str, day: str, run_id: int, attempt: int, rng: random.Random) 
         "created_at": f"{day}T{hour:02d}:{rng.randint(0, 59):02d}:00Z", "repository": "octo-org/widgets",
         "engine_id": "copilot", "engine_name": "GitHub Copilot CLI", "model": rng.choice(MODELS),
         "version": "1.0.55", "cli_version": "v0.40.1", "staged": False, "agent_runtime": "node",
+        **task_fields(wf, run_id),
     })
     tools = WORKFLOWS[wf]
     n_calls = rng.randint(3, 14)
+    storm = rng.random() < 0.15  # a stretch of identical failing calls: trace-grader's retry_storm
     events: list[object] = [{"type": "session.start", "data": {"sessionId": f"s-{run_id}", "version": 1}}]
     gateway: list[object] = []
     for i in range(n_calls):
-        tool = rng.choice(tools)
+        tool = "bash" if storm and 2 <= i < 6 else rng.choice(tools)
+        if wf == "ci-doctor" and i == n_calls - 1 and rng.random() < 0.2:
+            tool = "github-merge_pull_request"  # forbidden by examples/trace-grader.config.yaml
         call_id = f"call_{run_id}_{i}"
         a = args_for(tool, rng)
         server = "github" if tool.startswith("github-") else None
@@ -98,8 +111,8 @@ def write_run(wf: str, day: str, run_id: int, attempt: int, rng: random.Random) 
             start["mcpServerName"] = server
             start["mcpToolName"] = tool.split("-", 1)[1]
         events.append({"type": "tool.execution_start", "data": start, "timestamp": f"{day}T{hour:02d}:00:{i:02d}Z"})
-        if rng.random() < 0.93:
-            ok = rng.random() > 0.15
+        if rng.random() < 0.93 or (storm and 2 <= i < 6):
+            ok = rng.random() > 0.15 and not (storm and 2 <= i < 6)
             done: dict[str, object] = {"toolCallId": call_id, "success": ok}
             if not ok:
                 done["error"] = {"message": "command failed", "code": "failure"}
@@ -125,7 +138,8 @@ def write_run(wf: str, day: str, run_id: int, attempt: int, rng: random.Random) 
     items = [{"type": "add_labels", "labels": ["bug"]}] if rng.random() < 0.7 else []
     if rng.random() < 0.5:
         items.append({"type": "add_comment", "body": "Triaged automatically."})
-    output: dict[str, object] = {"items": items, "errors": []}
+    errors = [{"type": "missing_tool", "message": "no tool to close the issue"}] if rng.random() < 0.15 else []
+    output: dict[str, object] = {"items": items, "errors": errors}
     if wf == "issue-triage" and rng.random() < 0.6:
         output["trajectoryIR"] = trajectory_ir(rng, str(run_id))
     dump(root / "agent_output.json", output)

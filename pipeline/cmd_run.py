@@ -13,7 +13,7 @@ from apache_beam.metrics.metric import MetricsFilter
 
 from pipeline import graph
 from pipeline.options import add_run_arguments, local_runner, pipeline_options
-from pipeline.plans import PlanLoadError, load_plans
+from pipeline.plans import PlanLoadError, load_plans, load_trace_config
 
 LOG = logging.getLogger("fleetgrade")
 
@@ -43,6 +43,7 @@ def handle(args: argparse.Namespace) -> int:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(args.log_level)))
     try:
         plans = load_plans(args.graders, args.graders_dir)
+        trace_config = load_trace_config(args.trace_config)
     except PlanLoadError as exc:
         print(f"fleetgrade run: {exc}", file=sys.stderr)
         return 2
@@ -51,7 +52,7 @@ def handle(args: argparse.Namespace) -> int:
     token = uuid.uuid4().hex
     started = time.monotonic()
     p = beam.Pipeline(runner=runner, options=options) if runner is not None else beam.Pipeline(options=options)
-    graph.build(p, args.input, args.output, plans, token)
+    graph.build(p, args.input, args.output, plans, token, trace_config)
     result = p.run()
     result.wait_until_finish()
     discovered_prepared = _counter(result, "runs_prepared")

@@ -15,6 +15,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--graders", metavar="FILE", help="graders map (YAML/JSON) or a gh-aw workflow .md")
     parser.add_argument("--graders-dir", metavar="DIR", help="one graders file per workflow name")
     parser.add_argument(
+        "--trace-config", metavar="YAML", help="trace-grader rules (forbidden tools, ordering, budgets)"
+    )
+    parser.add_argument(
         "--runner",
         default="direct",
         help="direct (in-process FnApiRunner), direct-multiprocess, portable, DataflowRunner, …",

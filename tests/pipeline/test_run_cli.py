@@ -14,6 +14,7 @@ from pipeline.tables import connect, dataset
 from tests.conftest import REPO
 
 FLEET = REPO / "examples" / "fleet"
+TRACE_CONFIG = REPO / "examples" / "trace-grader.config.yaml"
 
 
 def file_digests(root: Path) -> dict[str, str]:
@@ -26,8 +27,29 @@ def file_digests(root: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def demo_output(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("demo") / "out"
-    assert main(["run", "--input", str(FLEET), "--output", str(out), "--log-level", "WARNING"]) == 0
+    assert main(["run", "--input", str(FLEET), "--output", str(out), "--log-level", "WARNING",
+                 "--trace-config", str(TRACE_CONFIG)]) == 0
     return out
+
+
+def graded_folders() -> set[str]:
+    folders = {"/".join(f.split("/")[:2]) for f in run_folders()}
+    return folders - {f"{w}/run-{n}" for w, n in (("ci-doctor", 900001), ("daily-file-diet", 900002),
+                                                    ("issue-triage", 900003), ("issue-triage", 900004))}
+
+
+def test_trace_rule_tables(demo_output):
+    con = connect(str(demo_output))
+    runs = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+    assert con.execute("SELECT count(*) FROM trace_verdicts").fetchone()[0] == runs
+    assert con.execute("SELECT sum(n) FROM task_reliability").fetchone()[0] == runs
+    # A task's row is in the partition of its latest run.
+    bad = con.execute(
+        "SELECT count(*) FROM task_reliability t WHERE t.date <> (SELECT max(v.date) FROM trace_verdicts v "
+        "WHERE v.workflow = t.workflow AND v.task = t.task)").fetchone()[0]
+    assert bad == 0
+    verdicts = {v for (v,) in con.execute("SELECT DISTINCT verdict FROM trace_verdicts").fetchall()}
+    assert verdicts == {"clean-pass", "pass-with-warnings", "corrupt-success", "fail"}
 
 
 def run_folders() -> set[str]:
@@ -60,7 +82,7 @@ def test_tables_read_back_with_pyarrow_and_duckdb(demo_output):
     assert {"workflow", "date", "grader_id", "value", "status", "implementation_digest", "config_digest",
             "input_digest", "fleetgrade_version"} <= set(table.column_names)
     runs = connect(str(demo_output)).execute("SELECT count(*), count(DISTINCT input_digest) FROM runs").fetchone()
-    assert runs[0] == runs[1] == 32
+    assert runs[0] == runs[1] == len(graded_folders())
     per_run = connect(str(demo_output)).execute(
         "SELECT count(*) FROM grader_results GROUP BY workflow, run_id, attempt").fetchall()
     assert {n for (n,) in per_run} == {len(default_plan().enabled)}  # every grader on every graded run
@@ -70,8 +92,9 @@ def test_tables_read_back_with_pyarrow_and_duckdb(demo_output):
 
 def test_rerun_is_byte_identical_and_replaces(demo_output, tmp_path):
     before = file_digests(demo_output)
-    assert main(["run", "--input", str(FLEET), "--output", str(demo_output), "--log-level", "WARNING"]) == 0
+    flags = ["--log-level", "WARNING", "--trace-config", str(TRACE_CONFIG)]
+    assert main(["run", "--input", str(FLEET), "--output", str(demo_output), *flags]) == 0
     assert file_digests(demo_output) == before
     other = tmp_path / "again"
-    assert main(["run", "--input", str(FLEET), "--output", str(other), "--log-level", "WARNING"]) == 0
+    assert main(["run", "--input", str(FLEET), "--output", str(other), *flags]) == 0
     assert file_digests(other) == before

@@ -1,0 +1,68 @@
+"""Trace rules over every graded run: ``trace_verdicts`` rows and ``task_reliability`` aggregates.
+
+A gh-aw run's steps are its preprocessed ``toolCalls`` (graders/trace_rules/ghaw.py). Reruns are
+grouped by (workflow, task) with ``CombinePerKey(PassKCombineFn)``; a task's row lands in the
+partition of its latest run date.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.transforms.combiners import TupleCombineFn
+
+from graders.prepare import PreparedRun
+from graders.trace_rules.config import TraceConfig
+from graders.trace_rules.ghaw import run_from_ghaw_trace, task_key
+from graders.trace_rules.verdicts import grade_run
+from schemas import tables
+from schemas.trace_tables import TASK_RELIABILITY, TRACE_VERDICTS, file_schema
+from schemas.version import FLEETGRADE_VERSION
+from transforms.reliability import DEFAULT_MAX_K, PassKCombineFn, task_reliability_row
+
+tables.register_table("trace_verdicts", file_schema(TRACE_VERDICTS), ("run_id", "attempt"))
+tables.register_table("task_reliability", file_schema(TASK_RELIABILITY), ("task",))
+
+
+def verdict_row(prep: PreparedRun, cfg: TraceConfig) -> dict[str, Any]:
+    m = prep.meta
+    report = grade_run(run_from_ghaw_trace(prep.trace, task_key(prep.aw_info, m.workflow), m.run_id), cfg)
+    return {
+        "workflow": m.workflow,
+        "date": m.date,
+        "run_id": m.run_id,
+        "attempt": m.attempt,
+        "task": report.task,
+        "verdict": report.verdict,
+        "delivered": report.delivered,
+        "step_count": report.step_count,
+        "corrupt_success": report.corrupt_success,
+        "flags": [f.to_dict() for f in report.flags],
+        "fleetgrade_version": FLEETGRADE_VERSION,
+    }
+
+
+def _reliability_row(kv: tuple[tuple[str, str], tuple[dict[str, Any], str]]) -> Iterator[dict[str, Any]]:
+    key, (output, last_date) = kv
+    yield task_reliability_row(key, output, last_date)
+
+
+class GradeTraceRules(beam.PTransform):
+    """PreparedRun → {"trace_verdicts": rows, "task_reliability": rows}."""
+
+    def __init__(self, cfg: TraceConfig, max_k: int = DEFAULT_MAX_K) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.max_k = max_k
+
+    def expand(self, prepared: beam.PCollection) -> dict[str, beam.PCollection]:
+        verdicts = prepared | "Grade[trace-rules]" >> beam.Map(verdict_row, self.cfg)
+        reliability = (
+            verdicts
+            | "KeyByTask" >> beam.Map(lambda r: ((r["workflow"], r["task"]), (r["delivered"], r["date"])))
+            | "PassK" >> beam.CombinePerKey(TupleCombineFn(PassKCombineFn(self.max_k), max))
+            | "ReliabilityRows" >> beam.FlatMap(_reliability_row)
+        )
+        return {"trace_verdicts": verdicts, "task_reliability": reliability}
