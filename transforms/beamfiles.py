@@ -10,6 +10,10 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from graders.runfiles import RunFiles
+from transforms.gcs import use_emulator_if_configured
+
+# Workers import this module when they unpickle a DoFn, so the hook reaches every process.
+use_emulator_if_configured()
 
 
 def join(base: str, rel: str) -> str:
