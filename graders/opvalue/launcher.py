@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import sys
 
 _LIMITS = {
@@ -36,6 +37,10 @@ def main(argv: list[str]) -> int:
     if pid == 0:
         try:
             os.close(status_fd)
+            # The interpreter ignores SIGPIPE and SIGXFSZ, and exec keeps ignored signals ignored:
+            # restore the defaults Bash scripts expect (`yes | head`, the file-size limit).
+            for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+                signal.signal(sig, signal.SIG_DFL)
             # Limits apply to Bash and everything it starts, not to the launcher itself.
             _apply_limits(argv[1])
             # The interpreter's C-locale coercion (PEP 538) adds LC_CTYPE; the evaluator gets
