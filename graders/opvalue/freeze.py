@@ -113,13 +113,20 @@ def _read_run_file(repo_root: Path, workflow_path: Path, run: str) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise OperationalValueError(f"cannot read {label}: {exc}") from exc
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
+    try:
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OperationalValueError(f"{label} must be a regular file")
         if st.st_size > MAX_EVALUATOR_BYTES:
             raise OperationalValueError(f"{label} exceeds the {MAX_EVALUATOR_BYTES}-byte limit")
-        content = fh.read(MAX_EVALUATOR_BYTES + 1)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_EVALUATOR_BYTES and (chunk := os.read(fd, MAX_EVALUATOR_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+        content = b"".join(chunks)
+    finally:
+        os.close(fd)
     if len(content) > MAX_EVALUATOR_BYTES:
         raise OperationalValueError(f"{label} exceeds the {MAX_EVALUATOR_BYTES}-byte limit")
     return content
