@@ -36,7 +36,8 @@ def main(argv: list[str]) -> int:
     pid = os.fork()
     if pid == 0:
         try:
-            os.close(status_fd)
+            # Only stdin, stdout and stderr reach Bash (not the status pipe or the evaluator copy fd).
+            os.closerange(3, 1 << 16)
             # The interpreter ignores SIGPIPE and SIGXFSZ, and exec keeps ignored signals ignored:
             # restore the defaults Bash scripts expect (`yes | head`, the file-size limit).
             for sig in (signal.SIGPIPE, signal.SIGXFSZ):

@@ -260,8 +260,12 @@ def _spawn(plan: _Plan, opts: SandboxOptions, bash_args: list[str], input_data: 
     # Wait without reaping, so the process group id cannot be reused before we kill it.
 
     def wait_exit() -> None:
-        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-        exited.set()
+        try:
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            pass
+        finally:
+            exited.set()
 
     waiter = threading.Thread(target=wait_exit, daemon=True)
     for t in (*readers, writer, waiter):

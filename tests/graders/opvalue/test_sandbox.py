@@ -227,3 +227,8 @@ def test_sandbox_runs_as_nobody_when_root(sandbox):
 def test_sigpipe_has_its_default_disposition(sandbox):
     out = run('yes | head -n 1 >/dev/null; echo "[{\\"id\\":\\"p\\",\\"value\\":${PIPESTATUS[0]}}]"', sandbox)
     assert orjson.loads(out) == [{"id": "p", "value": 141}]
+
+
+def test_only_standard_streams_are_inherited(sandbox):
+    out = run("ls /proc/$$/fd | jq -R -s -c '[split(\"\\n\")[] | select(length > 0) | {id: ., value: 1}]'", sandbox)
+    assert {m["id"] for m in orjson.loads(out)} <= {"0", "1", "2", "255"}  # 255: Bash's script fd
