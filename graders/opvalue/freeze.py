@@ -89,6 +89,18 @@ def _within(base: Path, path: Path) -> bool:
     return True
 
 
+def is_valid_run_path(run: str) -> bool:
+    """The config-time path rule (§2): repo-relative or ``./`` local, no traversal, a ``.sh`` file."""
+    if not run or "\\" in run or run.startswith("/"):
+        return False
+    rest = run[2:] if run.startswith("./") else run
+    if not rest or rest.startswith("/"):
+        return False
+    if any(part in ("", ".", "..") for part in rest.split("/")):
+        return False
+    return rest.endswith(".sh")
+
+
 def resolve_run_path(repo_root: Path, workflow_path: Path, run: str) -> Path:
     """``./x.sh`` is local to the workflow's folder; any other path is relative to the repo root."""
     if run.startswith("./"):
@@ -162,6 +174,10 @@ def freeze_evaluator(
             raise OperationalValueError(f"graders.operational-value.script {error}")
         source = os.path.relpath(os.path.abspath(workflow), os.path.abspath(root))
         return FrozenEvaluator(content, evaluator_digest(content), Path(source).as_posix())
+    if not is_valid_run_path(run):
+        raise OperationalValueError(
+            f"graders.operational-value.run must be a workspace-relative or ./ local .sh file, got {_quote(run)}"
+        )
     content = _read_run_file(root, workflow, run)
     label = f"graders.operational-value.run {_quote(run)}"
     try:

@@ -94,7 +94,10 @@ def test_run_file_checks(repo, tmp_path_factory):
     assert freeze_error(run=".github/graders/link.sh", repo_root=root, workflow_path=wf) == (
         'graders.operational-value.run ".github/graders/link.sh" must not be a symbolic link'
     )
-    assert freeze_error(run="./../../../x.sh", repo_root=root, workflow_path=wf).endswith("escapes the Git repository")
+    for bad in ("./../../../x.sh", "/etc/x.sh", "a\\b.sh", "./", "a//b.sh", "x.bash", "./.sh/."):
+        assert freeze_error(run=bad, repo_root=root, workflow_path=wf) == (
+            f"graders.operational-value.run must be a workspace-relative or ./ local .sh file, got {orjson.dumps(bad).decode()}"
+        )
     (graders / "dir.sh").mkdir()
     assert freeze_error(run=".github/graders/dir.sh", repo_root=root, workflow_path=wf).endswith(
         "must be a regular file"
