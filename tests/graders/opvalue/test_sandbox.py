@@ -165,8 +165,9 @@ def test_host_home_and_work_tree_are_not_mounted(sandbox):
 
 
 def test_fork_bomb_is_bounded_and_cleaned_up(sandbox):
-    opts = dataclasses.replace(sandbox, evaluator_timeout_ms=2000, max_processes=48)
-    assert orjson.loads(run('echo "[{\\"id\\":\\"u\\",\\"value\\":$(ulimit -u)}]"', opts)) == [{"id": "u", "value": 48}]
+    limited = dataclasses.replace(sandbox, max_processes=48)
+    assert orjson.loads(run('echo "[{\\"id\\":\\"u\\",\\"value\\":$(ulimit -u)}]"', limited)) == [{"id": "u", "value": 48}]
+    opts = dataclasses.replace(limited, evaluator_timeout_ms=2000)
     before = set(_nobody_procs())  # unrelated host processes running as nobody, if any
     message = error_of("bomb() { bomb | bomb & }; bomb 2>/dev/null; wait; sleep 60", opts)
     assert message == "operational-value evaluator timed out after 2000ms"
@@ -198,6 +199,19 @@ def test_missing_bwrap_fails_closed(tmp_path):
     opts = SandboxOptions(bwrap_path="/nonexistent/bwrap")
     with pytest.raises(SandboxUnavailableError, match=r"^operational-value sandbox unavailable: "):
         run_evaluator(evaluator(f"touch '{marker}'; {OK}"), b"{}", opts)
+    assert not marker.exists()
+
+
+def test_sandbox_that_cannot_be_created_fails_closed(tmp_path):
+    marker = tmp_path / "ran"
+    with tempfile.TemporaryDirectory(dir="/tmp") as folder:
+        os.chmod(folder, 0o755)  # bwrap runs as nobody when we are root
+        fake = Path(folder) / "bwrap"
+        fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+        fake.chmod(0o755)
+        with pytest.raises(SandboxUnavailableError) as info:
+            run_evaluator(evaluator(f"touch '{marker}'; {OK}"), b"{}", SandboxOptions(bwrap_path=str(fake)))
+    assert str(info.value) == "operational-value sandbox unavailable: bwrap: No permissions to create new namespace"
     assert not marker.exists()
 
 
