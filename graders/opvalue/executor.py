@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graders.jscompat import js_stringify
-from graders.opvalue.freeze import verify_archived
+from graders.jsonio import is_finite_number
+from graders.opvalue.freeze import ArchivedEvaluator, verify_archived
 from graders.opvalue.output import parse_output, raw_result
 from graders.opvalue.request import RunSubject, build_regrade_request, build_request
 from graders.opvalue.sandbox import SandboxOptions, run_evaluator
@@ -22,6 +23,25 @@ from graders.registry import GraderContext
 def encode_request(request: dict[str, Any]) -> bytes:
     """``JSON.stringify(request)`` as UTF-8 (lone surrogates become U+FFFD)."""
     return (js_stringify(request) or "null").encode("utf-8", "replace")
+
+
+def entry_from_archive(archive: ArchivedEvaluator) -> PlanEntry:
+    """A plan entry for grading a run with its own archived evaluator and manifest metadata."""
+    e = archive.entry
+
+    def text(key: str) -> str:
+        return e[key] if isinstance(e.get(key), str) else ""
+
+    def number(key: str) -> float | None:
+        return e[key] if is_finite_number(e.get(key)) else None
+
+    return PlanEntry(
+        id=text("id") or "operational-value", name=text("name"), source="operational-value",
+        enabled=e.get("enabled") is True, description=text("description"), unit=text("unit"),
+        direction=text("direction"), threshold=number("threshold"), max=number("max"), min=number("min"),
+        digest=text("digest"), run=text("run"), inline=text("inline"), config=e.get("config"),
+        evaluator=archive.evaluator,
+    )
 
 
 @dataclass(frozen=True)

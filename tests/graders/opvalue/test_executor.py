@@ -5,13 +5,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
+import orjson
 import pytest
 
 from graders.engine import grade_one
-from graders.opvalue.executor import OperationalValueExecutor
+from graders.opvalue.executor import OperationalValueExecutor, entry_from_archive
+from graders.opvalue.freeze import load_run_archive
 from graders.opvalue.request import RunSubject
 from graders.plan import PlanEntry
 from graders.registry import GraderContext
+from graders.runfiles import memory_run_files
 from tests.graders.opvalue.conftest import evaluator
 
 SUBJECT = RunSubject(run_id="4242", attempt=1, repository="octo/repo", workflow="Daily")
@@ -113,3 +116,17 @@ def test_missing_evaluator_and_missing_digest(executor):
 def test_without_a_run_subject(sandbox):
     result = grade(entry("""echo '[{"id":"v","value":1}]'"""), OperationalValueExecutor(options=sandbox))
     assert result["error"] == "grader operational-value runtime error: GITHUB_RUN_ID must identify the workflow run"
+
+
+def test_grading_a_run_with_its_own_archive(executor):
+    content = evaluator("""echo '[{"id":"v","value":0.9}]'""")
+    digest = hashlib.sha256(content).hexdigest()
+    manifest = {"version": 1, "graders": [{"id": "operational-value", "name": "Value", "source": "operational-value",
+                                           "enabled": True, "unit": "ratio", "direction": "higher_is_better",
+                                           "threshold": 0.8, "digest": digest, "run": "v.sh", "config": {"k": 1}}]}
+    files = memory_run_files({"agent/graders/grader_manifest.json": orjson.dumps(manifest),
+                              "agent/graders/operational_value_evaluator.sh": content})
+    e = entry_from_archive(load_run_archive(files))
+    assert (e.name, e.unit, e.threshold, e.config, e.digest) == ("Value", "ratio", 0.8, {"k": 1}, digest)
+    result = grade(e, executor)
+    assert result["status"] == "pass" and result["value"] == 0.9 and result["unit"] == "ratio"
