@@ -251,3 +251,14 @@ def test_only_standard_streams_are_inherited(sandbox):
         "jq -R -s -c '[split(\"\\n\")[] | select(length > 0) | {id: ., value: 1}]' /tmp/fds"
     )
     assert {m["id"] for m in orjson.loads(run(body, sandbox))} <= {"0", "1", "2", "255"}  # 255: the script
+
+
+def test_concurrent_runs_are_independent(sandbox):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> str:
+        return run(f'sleep 0.2; echo "[{{\\"id\\":\\"i\\",\\"value\\":{i}}}]"', sandbox)
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        outs = list(pool.map(one, range(6)))
+    assert [orjson.loads(o)[0]["value"] for o in outs] == list(range(6))
