@@ -1,0 +1,355 @@
+"""Run a frozen Bash evaluator under bubblewrap with limits and timeouts (graders.md §10).
+
+The reference runs ``/bin/bash <file>`` directly on the runner. A fleet grader runs evaluators from
+many repositories on shared workers, so each run gets a throw-away sandbox:
+
+- ``bwrap --unshare-all``: new network (no interfaces but a down loopback), PID, IPC, UTS, cgroup
+  and user namespaces; nested user namespaces are disabled;
+- read-only ``/usr`` (plus the ``/bin``, ``/lib*`` links and three ``/etc`` entries Debian tools
+  need), fresh ``/proc`` and ``/dev``, a size-capped private ``/tmp``; no host home, no writable host
+  path; the evaluator is copied in read-only;
+- ``--clearenv`` and then only the §10 whitelist, from the caller's explicit values (never from
+  this process's environment); HOME and TMPDIR are the private ``/tmp``;
+- when we are root, bwrap itself runs as ``nobody`` so the kernel enforces the process limit
+  (RLIMIT_NPROC does not apply to root);
+- per-process limits on CPU seconds, address space, processes, file size and open files;
+- wall timeouts that kill the whole process group (and with it the PID namespace);
+- stdout and stderr capped at 1 MiB each.
+
+If bwrap is missing or cannot build the sandbox we fail closed with
+"operational-value sandbox unavailable: …". ``SandboxOptions.allow_unsandboxed=True`` is an explicit
+opt-in for trusted local use only: the evaluator then runs on the host with the same environment
+whitelist, limits and timeouts but **without** namespace isolation (network and the host filesystem
+are reachable). The pipeline never sets it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Final
+
+from graders.jscompat import js_trim
+from graders.opvalue.errors import OperationalValueError, SandboxUnavailableError
+
+DEFAULT_SYNTAX_CHECK_TIMEOUT_MS: Final = 5_000
+DEFAULT_EVALUATOR_TIMEOUT_MS: Final = 120_000
+MAX_TIMEOUT_MS: Final = 2**31 - 1
+MAX_OUTPUT_BYTES: Final = 1024 * 1024
+# The §10 whitelist: nothing else reaches the evaluator, so workflow secrets never do.
+ENV_WHITELIST: Final = (
+    "PATH", "HOME", "TMPDIR", "TEMP", "TMP", "SystemRoot", "ComSpec",
+    "GH_TOKEN", "GH_HOST", "GITHUB_API_URL", "GITHUB_GRAPHQL_URL", "GITHUB_SERVER_URL",
+)
+SANDBOX_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
+EVALUATOR_NAME: Final = "operational-value.sh"
+SANDBOX_EVALUATOR: Final = f"/evaluator/{EVALUATOR_NAME}"
+SYNTAX_OPERATION: Final = "operational-value evaluator syntax check"
+RUN_OPERATION: Final = "operational-value evaluator"
+NOBODY: Final = 65534
+_LAUNCHER: Final = Path(__file__).with_name("launcher.py")
+_ROOT_LINKS: Final = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# Debian's /usr/bin/awk & co. point into /etc/alternatives; the rest of /etc stays out.
+_ETC: Final = ("/etc/alternatives", "/etc/ld.so.cache", "/etc/localtime")
+
+
+def timeout_ms(value: object, default: int) -> int:
+    """``getPositiveEnvIntOrDefault``: a positive integer (or digit string), capped at 2^31-1."""
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.isascii() or not text.isdigit():
+            return default
+        value = int(text)
+    if not isinstance(value, int) or value <= 0 or value > 2**53 - 1:
+        return default
+    return min(value, MAX_TIMEOUT_MS)
+
+
+@dataclass(frozen=True)
+class SandboxOptions:
+    """Limits and inputs of one evaluator run; overrides come from here, not from our env."""
+
+    syntax_check_timeout_ms: object = DEFAULT_SYNTAX_CHECK_TIMEOUT_MS
+    evaluator_timeout_ms: object = DEFAULT_EVALUATOR_TIMEOUT_MS
+    max_output_bytes: int = MAX_OUTPUT_BYTES
+    cpu_seconds: int | None = None  # default: the evaluator timeout, rounded up, plus 5 s
+    memory_bytes: int = 1024 * 1024 * 1024
+    max_processes: int = 128
+    max_file_bytes: int = 64 * 1024 * 1024
+    max_open_files: int = 256
+    tmp_size_bytes: int = 64 * 1024 * 1024
+    env: Mapping[str, str] = field(default_factory=dict)
+    allow_unsandboxed: bool = False
+    bwrap_path: str | None = None
+
+    @property
+    def syntax_timeout(self) -> int:
+        return timeout_ms(self.syntax_check_timeout_ms, DEFAULT_SYNTAX_CHECK_TIMEOUT_MS)
+
+    @property
+    def evaluator_timeout(self) -> int:
+        return timeout_ms(self.evaluator_timeout_ms, DEFAULT_EVALUATOR_TIMEOUT_MS)
+
+    def limits(self, timeout: int) -> str:
+        cpu = self.cpu_seconds if self.cpu_seconds is not None else math.ceil(timeout / 1000) + 5
+        return (
+            f"cpu={cpu},as={self.memory_bytes},nproc={self.max_processes},"
+            f"fsize={self.max_file_bytes},nofile={self.max_open_files}"
+        )
+
+
+def evaluator_env(configured: Mapping[str, str], home: str) -> dict[str, str]:
+    """``safeFunctionEnv`` over explicit values: whitelisted, non-empty keys only."""
+    env = {"PATH": SANDBOX_PATH, "HOME": home, "TMPDIR": home}
+    for key in ENV_WHITELIST:
+        value = configured.get(key)
+        if value:
+            env[key] = value
+    return env
+
+
+def _sandbox_python() -> str | None:
+    """An interpreter for the launcher that is visible inside the sandbox (under /usr)."""
+    candidates = [os.path.realpath(sys.executable), "/usr/bin/python3", "/usr/local/bin/python3"]
+    for path in candidates:
+        if path.startswith("/usr/") and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str | None
+    drop_to_nobody: bool
+    sandboxed: bool
+
+
+def _bwrap_argv(bwrap: str, python: str, opts: SandboxOptions, evaluator_fd: int) -> list[str]:
+    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--new-session", "--clearenv", "--ro-bind", "/usr", "/usr"]
+    for path in _ROOT_LINKS:
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    for path in _ETC:
+        argv += ["--ro-bind-try", path, path]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(opts.tmp_size_bytes), "--tmpfs", "/tmp",
+             "--dir", "/evaluator", "--perms", "0500", "--ro-bind-data", str(evaluator_fd), SANDBOX_EVALUATOR,
+             "--chdir", "/tmp"]
+    for key, value in evaluator_env(opts.env, "/tmp").items():
+        argv += ["--setenv", key, value]
+    return [*argv, "--", python]
+
+
+def _plan(opts: SandboxOptions, tempdir: str, evaluator_fd: int) -> _Plan:
+    bwrap = opts.bwrap_path or shutil.which("bwrap")
+    if bwrap is None or not os.access(bwrap, os.X_OK):
+        if opts.allow_unsandboxed:
+            return _Plan([sys.executable], evaluator_env(opts.env, tempdir), tempdir, False, False)
+        raise SandboxUnavailableError(
+            "operational-value sandbox unavailable: bwrap (bubblewrap) is not installed; "
+            "refusing to run the evaluator unsandboxed"
+        )
+    python = _sandbox_python()
+    if python is None:
+        raise SandboxUnavailableError(
+            "operational-value sandbox unavailable: no Python interpreter under /usr for the sandbox launcher"
+        )
+    return _Plan(_bwrap_argv(bwrap, python, opts, evaluator_fd), {}, None, os.geteuid() == 0, True)
+
+
+class _Capped(threading.Thread):
+    """Drains one pipe, keeping at most ``limit`` bytes and flagging any excess."""
+
+    def __init__(self, stream: IO[bytes], limit: int, on_overflow: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.limit, self.on_overflow = stream, limit, on_overflow
+        self.data = bytearray()
+
+    def run(self) -> None:
+        while chunk := os.read(self.stream.fileno(), 65536):
+            room = self.limit - len(self.data)
+            self.data += chunk[: max(room, 0)]
+            if len(chunk) > room:
+                self.on_overflow.set()
+                break
+        self.stream.close()
+
+
+def _feed(stream: IO[bytes], data: bytes) -> None:
+    try:
+        stream.write(data)
+    except (BrokenPipeError, OSError):
+        pass  # the evaluator need not read its request
+    finally:
+        try:
+            stream.close()
+        except OSError:
+            pass
+
+
+def _read_status(fd: int) -> list[str]:
+    os.set_blocking(fd, False)
+    data = b""
+    try:
+        while chunk := os.read(fd, 4096):
+            data += chunk
+    except BlockingIOError:
+        pass
+    return data.decode("ascii", "replace").split()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+@dataclass
+class _Outcome:
+    stdout: bytes
+    stderr: bytes
+    status: list[str]
+    returncode: int
+    timed_out: bool
+    overflow: bool
+
+
+def _spawn(plan: _Plan, opts: SandboxOptions, bash_args: list[str], input_data: bytes,
+           timeout: int, pass_fds: tuple[int, ...]) -> _Outcome:
+    status_r, status_w = os.pipe()
+    launcher = _LAUNCHER.read_text(encoding="utf-8")
+    argv = [*plan.argv, "-I", "-S", "-B", "-c", launcher, str(status_w), opts.limits(timeout),
+            "/bin/bash", *bash_args]
+    extra: dict[str, object] = {}
+    if plan.drop_to_nobody:
+        extra = {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=plan.env, cwd=plan.cwd, pass_fds=(status_w, *pass_fds), start_new_session=True,
+            close_fds=True, **extra,  # type: ignore[call-overload]
+        )
+    except OSError as exc:
+        os.close(status_r)
+        raise SandboxUnavailableError(f"operational-value sandbox unavailable: {exc}") from exc
+    finally:
+        os.close(status_w)
+    overflow = threading.Event()
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    readers = [_Capped(proc.stdout, opts.max_output_bytes, overflow),
+               _Capped(proc.stderr, opts.max_output_bytes, overflow)]
+    writer = threading.Thread(target=_feed, args=(proc.stdin, input_data), daemon=True)
+    exited = threading.Event()
+    # Wait without reaping, so the process group id cannot be reused before we kill it.
+
+    def wait_exit() -> None:
+        try:
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            pass
+        finally:
+            exited.set()
+
+    waiter = threading.Thread(target=wait_exit, daemon=True)
+    for t in (*readers, writer, waiter):
+        t.start()
+
+    def kill_group() -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    deadline = time.monotonic() + timeout / 1000
+    timed_out = False
+    while not exited.wait(min(0.05, max(deadline - time.monotonic(), 0))):
+        if overflow.is_set():
+            kill_group()
+        elif time.monotonic() >= deadline:
+            timed_out = True
+            kill_group()
+            exited.wait()
+            break
+    kill_group()  # stragglers of an unsandboxed run; the PID namespace already took sandboxed ones
+    returncode = proc.wait()
+    for t in readers:
+        t.join(5)
+    writer.join(1)
+    status = _read_status(status_r)
+    os.close(status_r)
+    return _Outcome(bytes(readers[0].data), bytes(readers[1].data), status, returncode,
+                    timed_out, overflow.is_set())
+
+
+def _interpret(outcome: _Outcome, operation: str, timeout: int, limit: int, sandboxed: bool) -> bytes:
+    if outcome.timed_out:
+        raise OperationalValueError(f"{operation} timed out after {timeout}ms")
+    if outcome.overflow:
+        raise OperationalValueError(f"{operation} output exceeded the {limit}-byte limit")
+    stderr = js_trim(outcome.stderr.decode("utf-8", "replace"))
+    if "started" not in outcome.status:
+        where = "operational-value sandbox unavailable" if sandboxed else f"{operation} could not start"
+        raise SandboxUnavailableError(f"{where}: {stderr or f'exit status {outcome.returncode}'}")
+    if len(outcome.status) >= 3:
+        kind, number = outcome.status[1], int(outcome.status[2])
+    elif outcome.returncode < 0:  # the launcher itself was killed before it could report
+        kind, number = "signal", -outcome.returncode
+    else:
+        kind, number = "exit", outcome.returncode
+    if kind == "signal":
+        raise OperationalValueError(f"{operation} was terminated by signal {_signal_name(number)}")
+    if number != 0:
+        raise OperationalValueError(stderr or f"{operation} exited with status {number}")
+    return outcome.stdout
+
+
+def run_evaluator(content: bytes, request: bytes, options: SandboxOptions | None = None) -> str:
+    """``bash -n`` then ``bash <evaluator>`` with ``request`` on stdin; returns stdout as text.
+
+    Raises :class:`OperationalValueError` with the §10 messages, or
+    :class:`SandboxUnavailableError` when no sandbox can be made.
+    """
+    opts = options or SandboxOptions()
+    tempdir = tempfile.mkdtemp(prefix="operational-value-grader-")  # mode 0700
+    try:
+        path = os.path.join(tempdir, EVALUATOR_NAME)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
+
+        def execute(args: list[str], data: bytes, operation: str, timeout: int) -> bytes:
+            with open(path, "rb") as evaluator:
+                plan = _plan(opts, tempdir, evaluator.fileno())
+                target = SANDBOX_EVALUATOR if plan.sandboxed else path
+                bash_args = [target if a == EVALUATOR_NAME else a for a in args]
+                pass_fds = (evaluator.fileno(),) if plan.sandboxed else ()
+                outcome = _spawn(plan, opts, bash_args, data, timeout, pass_fds)
+            return _interpret(outcome, operation, timeout, opts.max_output_bytes, plan.sandboxed)
+
+        try:
+            execute(["-n", EVALUATOR_NAME], b"", SYNTAX_OPERATION, opts.syntax_timeout)
+        except SandboxUnavailableError:
+            raise
+        except OperationalValueError as exc:
+            raise OperationalValueError(f"operational-value evaluator has invalid Bash syntax: {exc}") from exc
+        stdout = execute([EVALUATOR_NAME], request, RUN_OPERATION, opts.evaluator_timeout)
+        return stdout.decode("utf-8", "replace")
+    finally:
+        shutil.rmtree(tempdir, ignore_errors=True)
