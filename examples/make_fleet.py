@@ -7,6 +7,7 @@ a few broken runs that must end in the dead letter.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import shutil
@@ -143,8 +144,44 @@ def write_run(wf: str, day: str, run_id: int, attempt: int, rng: random.Random) 
     if wf == "issue-triage" and rng.random() < 0.6:
         output["trajectoryIR"] = trajectory_ir(rng, str(run_id))
     dump(root / "agent_output.json", output)
+    if wf == "daily-file-diet":
+        write_archive(root, tampered=run_id % 11 == 0)
     dump(root / "agent_usage.json", {"input_tokens": sum(t["input_tokens"] for t in tokens),
                                      "output_tokens": sum(t["output_tokens"] for t in tokens)})
+
+
+# gh-aw archives the frozen operational-value evaluator with each run (graders.md §3-§4).
+EVALUATOR = """#!/usr/bin/env bash
+# File Diet Decision Conformance: did the run request the right follow-up?
+# Metrics (frozen with these bytes):
+#   conformance  1 when the run filed at least one label or comment, 0 when it filed nothing
+#                but reported an error, null (no evidence) when it did neither.
+#   outputs      number of safe outputs the run requested.
+set -euo pipefail
+request=$(cat)
+outputs=$(jq '.outputs | length' <<<"$request")
+if [ "$outputs" -gt 0 ]; then
+  value=1
+elif [ "$(jq '.config.strict // false' <<<"$request")" = "true" ]; then
+  value=0
+else
+  value=null
+fi
+printf '[{"id":"conformance","value":%s},{"id":"outputs","value":%s}]\n' "$value" "$outputs"
+"""
+
+
+def write_archive(root: Path, tampered: bool) -> None:
+    digest = hashlib.sha256(EVALUATOR.encode()).hexdigest()
+    dump(root / "agent/graders/grader_manifest.json", {"version": 1, "graders": [{
+        "id": "operational-value", "name": "File Diet Decision Conformance",
+        "description": "Whether the run requested the correct follow-up",
+        "source": "operational-value", "enabled": True, "unit": "ratio", "direction": "higher_is_better",
+        "threshold": 0.5, "digest": digest, "run": ".github/graders/daily-file-diet-operational-value.sh",
+    }]})
+    body = EVALUATOR.replace("value=1", "value=2") if tampered else EVALUATOR
+    path = root / "agent/graders/operational_value_evaluator.sh"
+    path.write_text(body)
 
 
 def write_broken() -> None:

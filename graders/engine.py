@@ -42,6 +42,8 @@ def grade_one(
     executors: Mapping[str, Executor] | None = None,
 ) -> dict[str, Any]:
     meta = result_meta(entry)
+    if entry.error:
+        return error_result(meta, f"grader {entry.id} runtime error: {entry.error}")
     spec = registry.get(entry.id) if entry.source == "builtin" else None
     run: Callable[[], Any] | None = None
     if spec is not None:

@@ -7,8 +7,17 @@ from graders.engine import Executor
 SANDBOXED_SOURCES = ("inline", "operational-value")
 
 
-def make_executor(source: str) -> Executor | None:
-    """The sandbox that runs graders of ``source``, or None for in-process sources."""
+def make_executor(source: str, allow_unsandboxed: bool = False) -> Executor | None:
+    """The sandbox that runs graders of ``source``, or None for in-process sources.
+
+    Sandboxes fail closed: when one cannot be set up, its graders report an error. Only an
+    explicit ``allow_unsandboxed`` (the ``--allow-unsandboxed`` flag) lifts that.
+    """
+    if source == "operational-value":
+        from graders.opvalue.executor import OperationalValueExecutor
+        from graders.opvalue.sandbox import SandboxOptions
+
+        return OperationalValueExecutor(options=SandboxOptions(allow_unsandboxed=allow_unsandboxed))
     return None
 
 

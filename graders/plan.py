@@ -37,6 +37,9 @@ class PlanEntry:
     config: Any = None
     script: str = field(default="", repr=False)
     evaluator: bytes = field(default=b"", repr=False)
+    # Set when the grader cannot run at all (e.g. an archived evaluator that does not verify):
+    # the engine reports it as the grader's runtime error, as gh-aw does.
+    error: str = ""
 
     def manifest_entry(self) -> dict[str, Any]:
         """The entry as gh-aw writes it: fixed key order, empty optional keys omitted."""
@@ -73,6 +76,13 @@ class GradingPlan:
     def digest(self) -> str:
         """SHA-256 of the canonical manifest: the ``config_digest`` column."""
         return hashlib.sha256(orjson.dumps(self.manifest(), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def with_entry(plan: GradingPlan, entry: PlanEntry | None) -> GradingPlan:
+    """``plan`` plus ``entry`` at the end, unless the plan already has that grader id."""
+    if entry is None or any(e.id == entry.id for e in plan.entries):
+        return plan
+    return GradingPlan((*plan.entries, entry))
 
 
 def entry_from_spec(spec: registry.GraderSpec, overrides: dict[str, Any] | None = None) -> PlanEntry:
@@ -117,6 +127,10 @@ class PlanSet:
 
     default: GradingPlan
     by_workflow: tuple[tuple[str, GradingPlan], ...] = ()
+    # Grade runs that carry their own archived operational-value evaluator with it.
+    archived_evaluators: bool = True
+    # Explicit opt-out of the sandboxes (``--allow-unsandboxed``); never the default.
+    allow_unsandboxed: bool = False
 
     def for_workflow(self, workflow: str) -> GradingPlan:
         for name, plan in self.by_workflow:
@@ -133,6 +147,8 @@ class PlanSet:
         for plan in self.plans():
             for entry in plan.enabled:
                 seen.setdefault(family_of(entry), None)
+        if self.archived_evaluators:
+            seen.setdefault("operational-value", None)
         return list(seen)
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from graders.engine import Executor, grade_trace
 from graders.layout import ARTIFACT_NAMES
-from graders.plan import GradingPlan
+from graders.opvalue.archived import archived_entry
+from graders.plan import GradingPlan, PlanEntry, with_entry
 from graders.preprocess import PreprocessReport, preprocess, read_evals
 from graders.rows import result_rows, run_row
 from graders.runfiles import RunFiles
@@ -28,6 +29,12 @@ class PreparedRun:
     input_digest: str
     evals: dict[str, Any] | None = None
     aw_info: dict[str, Any] | None = field(default=None, repr=False)
+    # The run's own archived operational-value grader (graders/opvalue/archived.py), if any.
+    archived: PlanEntry | None = field(default=None, repr=False)
+
+    def plan(self, base: GradingPlan) -> GradingPlan:
+        """The run's plan: ``base`` plus its archived evaluator when ``base`` has none."""
+        return with_entry(base, self.archived)
 
 
 def prepare_run(files: RunFiles, run_root: str) -> PreparedRun:
@@ -43,7 +50,8 @@ def prepare_run(files: RunFiles, run_root: str) -> PreparedRun:
     report = PreprocessReport()
     trace = preprocess(files, report)
     evals = read_evals(files, report)
-    return PreparedRun(meta, trace, report, files.input_digest(), evals, aw_info)
+    archived = archived_entry(files)
+    return PreparedRun(meta, trace, report, files.input_digest(), evals, aw_info, archived)
 
 
 @dataclass
@@ -56,9 +64,25 @@ class GradedRun:
 def grade_prepared(
     prep: PreparedRun, plan: GradingPlan, executors: Mapping[str, Executor] | None = None
 ) -> GradedRun:
-    results = grade_trace(prep.trace, plan, executors)
+    plan = prep.plan(plan)
+    bound = {source: bind_executor(ex, prep) for source, ex in (executors or {}).items()}
+    results = grade_trace(prep.trace, plan, bound)
     return GradedRun(
         results,
         result_rows(prep.meta, results, plan, prep.input_digest),
         run_row(prep.meta, prep.trace, results, prep.report, plan, prep.input_digest),
     )
+
+
+def bind_executor(executor: Executor, prep: PreparedRun) -> Executor:
+    """Executors that need the run's identity (operational-value's request) get it here."""
+    for_run = getattr(executor, "for_run", None)
+    if not callable(for_run):
+        return executor
+    from graders.opvalue.request import RunSubject
+
+    m = prep.meta
+    subject = RunSubject.from_aw_info(prep.aw_info or {}, run_id=m.run_id, attempt=m.attempt,
+                                      workflow=(prep.aw_info or {}).get("workflow_name") or m.workflow)
+    bound: Executor = for_run(subject)
+    return bound

@@ -11,7 +11,7 @@ from apache_beam.metrics import Metrics
 from graders.engine import Executor, grade_trace
 from graders.executors import SANDBOXED_SOURCES, close_executor, make_executor
 from graders.plan import PlanSet, family_ids
-from graders.prepare import PreparedRun
+from graders.prepare import PreparedRun, bind_executor
 from graders.rows import dead_letter_row, result_rows, run_row
 
 RunKey = tuple[str, str, str, int]
@@ -34,16 +34,17 @@ class GradeFamily(beam.DoFn):
 
     def setup(self) -> None:
         if self.family in SANDBOXED_SOURCES:
-            executor = make_executor(self.family)
+            executor = make_executor(self.family, self.plans.allow_unsandboxed)
             if executor is not None:
                 self.executors[self.family] = executor
 
     def process(self, prep: PreparedRun) -> Iterator[dict[str, Any]]:
-        plan = self.plans.for_workflow(prep.meta.workflow)
+        plan = prep.plan(self.plans.for_workflow(prep.meta.workflow))
         ids = family_ids(plan, self.family)
         if not ids:
             return
-        results = grade_trace(prep.trace, plan, self.executors, only=ids)
+        executors = {source: bind_executor(ex, prep) for source, ex in self.executors.items()}
+        results = grade_trace(prep.trace, plan, executors, only=ids)
         self.graded.inc(len(results))
         self.errors.inc(sum(r["status"] == "error" for r in results))
         yield from result_rows(prep.meta, results, plan, prep.input_digest)
@@ -73,7 +74,7 @@ def _run_row(
         if failures:
             yield beam.pvalue.TaggedOutput("dead_letter", failures[0])
             continue
-        plan = plans.for_workflow(prep.meta.workflow)
+        plan = prep.plan(plans.for_workflow(prep.meta.workflow))
         statuses = sorted(groups["results"], key=lambda s: s["grader_index"])
         yield run_row(prep.meta, prep.trace, statuses, prep.report, plan, prep.input_digest)
 

@@ -84,8 +84,20 @@ def test_tables_read_back_with_pyarrow_and_duckdb(demo_output):
     runs = connect(str(demo_output)).execute("SELECT count(*), count(DISTINCT input_digest) FROM runs").fetchone()
     assert runs[0] == runs[1] == len(graded_folders())
     per_run = connect(str(demo_output)).execute(
-        "SELECT count(*) FROM grader_results GROUP BY workflow, run_id, attempt").fetchall()
-    assert {n for (n,) in per_run} == {len(default_plan().enabled)}  # every grader on every graded run
+        "SELECT workflow, count(*) FROM grader_results GROUP BY workflow, run_id, attempt").fetchall()
+    # Every grader on every graded run, plus daily-file-diet's archived operational-value evaluator.
+    n = len(default_plan().enabled)
+    assert {(w, c) for w, c in per_run} == {("ci-doctor", n), ("issue-triage", n), ("daily-file-diet", n + 1)}
+
+
+def test_archived_operational_value_evaluators_run_sandboxed(demo_output):
+    rows = connect(str(demo_output)).execute(
+        "SELECT status, value, len(metrics), error FROM grader_results WHERE grader_id = 'operational-value'"
+    ).fetchall()
+    statuses = {r[0] for r in rows}
+    assert statuses == {"pass", "unavailable", "error"}
+    assert all(r[2] == 2 for r in rows if r[0] in ("pass", "unavailable"))
+    assert all("digest mismatch" in r[3] for r in rows if r[0] == "error")
     meta = pq.read_metadata(next((demo_output / "runs").rglob("*.parquet")))
     assert meta.num_rows >= 1
 
