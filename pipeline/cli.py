@@ -18,6 +18,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pipeline.cmd_run",
     "pipeline.cmd_grade",
     "pipeline.cmd_sql",
+    "pipeline.cmd_report",
+    "pipeline.cmd_bigquery",
 )
 
 
