@@ -185,7 +185,7 @@ def reliability(con: duckdb.DuckDBPyConnection) -> tuple[list[Row], int]:
     total = con.execute(f"SELECT count(*) FROM ({latest})").fetchall()[0][0]
     got = rows(con, f"""
         SELECT workflow, task, date, n, c, pass_hat_k_strict,
-               list_filter(pass_k, p -> p.k <= {MAX_K}) AS pass_k
+               list_filter(pass_k, lambda p: p.k <= {MAX_K}) AS pass_k
         FROM ({latest})
         ORDER BY CASE WHEN n > 0 THEN c / n END ASC NULLS FIRST, pass_hat_k_strict, workflow, task
         LIMIT {TASKS}""")
