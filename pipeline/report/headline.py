@@ -105,7 +105,7 @@ def render(data: ReportData) -> str:
         shown = ranked[:MAX_ROWS]
         more = len(ranked) - len(shown)
         body += table(["", "workflow", "grader", ("this week", "num"), ("week before", "num"), ("Δ", "num"),
-                       f"runs to look at (latest {RUNS_TO_LOOK_AT} failing)"], (_row(r) for r in shown), "weekly")
+                       f"runs to look at (latest {RUNS_TO_LOOK_AT} failing)"], (_row(r) for r in shown), "weekly wide")
         if more:
             body += f'<p class="muted">{more} more (workflow, grader) pairs below 100% not shown.</p>'
     else:

@@ -43,6 +43,7 @@ class ReportData:
     verdicts: list[Row] = field(default_factory=list)
     flags: list[Row] = field(default_factory=list)
     corrupt_runs: list[Row] = field(default_factory=list)
+    trace_counts: tuple[int, int] = (0, 0)  # traced runs, corrupt successes + failures
     dead_letters: list[Row] = field(default_factory=list)
     versions: list[Row] = field(default_factory=list)
     configs: list[Row] = field(default_factory=list)
@@ -198,11 +199,16 @@ def trace(con: duckdb.DuckDBPyConnection, data: ReportData) -> None:
     data.flags = rows(con, """
         SELECT f."check" AS "check", f.severity AS severity, count(*) AS n
         FROM (SELECT unnest(flags) AS f FROM v_trace_verdicts) GROUP BY ALL ORDER BY n DESC, 1, 2 LIMIT 20""")
+    repo = ("(SELECT any_value(r.repository) FROM v_runs r WHERE r.workflow = t.workflow AND r.date = t.date "
+            "AND r.run_id = t.run_id AND r.attempt = t.attempt)") if "runs" in data.tables else "NULL::VARCHAR"
     data.corrupt_runs = rows(con, f"""
-        SELECT workflow, date, run_id, attempt, task, verdict, len(flags) AS flags,
+        SELECT workflow, date, run_id, attempt, task, verdict, len(flags) AS flags, {repo} AS repository,
                list_sort(list_distinct([f."check" FOR f IN flags])) AS checks
-        FROM v_trace_verdicts WHERE verdict IN ('corrupt-success', 'fail')
-        ORDER BY verdict = 'fail', date DESC NULLS LAST, workflow, run_id, attempt LIMIT {TRACE_LIST}""")
+        FROM (SELECT * FROM v_trace_verdicts WHERE verdict IN ('corrupt-success', 'fail')
+              ORDER BY verdict = 'fail', date DESC NULLS LAST, workflow, run_id, attempt LIMIT {TRACE_LIST}) t
+        ORDER BY verdict = 'fail', date DESC NULLS LAST, workflow, run_id, attempt""")
+    data.trace_counts = con.execute(
+        "SELECT count(*), count_if(verdict IN ('corrupt-success', 'fail')) FROM v_trace_verdicts").fetchall()[0]
 
 
 def provenance(con: duckdb.DuckDBPyConnection, tables: frozenset[str], data: ReportData) -> None:

@@ -64,7 +64,7 @@ def worst_runs(data: ReportData) -> str:
          f'{td(r["workflow"])}{td(r["date"])}<td>{run_ref(r["run_id"], r["attempt"], r["repository"])}</td>'
          f'{td(r["failed"], "num")}{td(r["errors"], "num")}{td(r["graders"], "num")}'
          f'<td>{", ".join(f"<code>{esc(g)}</code>" for g in r["failing"] or [])}</td></tr>'
-         for r in data.worst_runs), "worst-runs")
+         for r in data.worst_runs), "worst-runs wide")
     return section("worst-runs", title, body, f"At most {WORST_RUNS} runs, most failed + errored graders first.")
 
 
@@ -107,10 +107,11 @@ def verdicts(data: ReportData) -> str:
             ["check", "severity", ("runs", "num")],
             (f"<tr><td><code>{esc(f['check'])}</code></td>{td(f['severity'])}{td(f['n'], 'num')}</tr>" for f in data.flags))
     if data.corrupt_runs:
-        body += f"<h3>Corrupt successes and failures (at most {TRACE_LIST})</h3>" + table(
+        body += (f"<h3>Corrupt successes and failures ({len(data.corrupt_runs)} of {data.trace_counts[1]:,}, "
+                 f"at most {TRACE_LIST}; {data.trace_counts[0]:,} traced runs)</h3>") + table(
             ["verdict", "workflow", "date", "run", "task", ("flags", "num"), "checks"],
             (f'<tr {data_attrs(metric="trace-run", run_id=r["run_id"], verdict=r["verdict"])}>{td(r["verdict"])}'
-             f'{td(r["workflow"])}{td(r["date"])}<td>{run_ref(r["run_id"], r["attempt"])}</td>{td(r["task"])}'
+             f'{td(r["workflow"])}{td(r["date"])}<td>{run_ref(r["run_id"], r["attempt"], r["repository"])}</td>{td(r["task"])}'
              f'{td(r["flags"], "num")}<td>{", ".join(esc(c) for c in r["checks"] or [])}</td></tr>'
              for r in data.corrupt_runs))
     return section("verdicts", title, body)
@@ -125,7 +126,7 @@ def dead_letters(data: ReportData) -> str:
         (f'<tr {data_attrs(metric="dead-letter", error_class=d["error_class"], stage=d["stage"], value=d["n"])}>'
          f'<td><code>{esc(d["error_class"])}</code></td>{td(d["stage"])}{td(d["n"], "num")}{td(d["workflows"], "num")}'
          f'<td class="msg"><code>{esc(d["example_input"])}</code><br>{esc(d["example_message"])}</td></tr>'
-         for d in data.dead_letters), "dead-letters")
+         for d in data.dead_letters), "dead-letters wide")
     return section("dead-letters", title, body)
 
 

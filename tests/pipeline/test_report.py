@@ -248,3 +248,19 @@ def test_demo_fleet_report(demo_output, capsys):
     assert "No comparison possible" in html, "the sample fleet spans 3 days: no previous week"
     links = {a["href"] for t, a in parse(html) if t == "a" and (a.get("href") or "").startswith("https:")}
     assert "https://github.com/octo-org/widgets/actions/runs/7100160" in links
+
+
+@pytest.mark.slow
+def test_100k_runs_stay_fast_and_small(tmp_path):
+    import time
+
+    out = write_output(tmp_path / "big", build_rows(runs_per_day=1667, hostile=False))
+    runs = q(out, "SELECT count(*) FROM runs")[0][0]
+    assert runs >= 100_000
+    start = time.perf_counter()
+    html = report(out)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 60, f"{elapsed:.1f}s"
+    assert len(html) < 400_000, "lists are capped and histograms binned: size does not grow with runs"
+    assert len(metrics(html, "worst-run")) == 25
+    assert [int(a["data-value"]) for a in metrics(html, "graded-runs")] == [runs]
