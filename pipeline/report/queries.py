@@ -146,7 +146,7 @@ def histograms(con: duckdb.DuckDBPyConnection) -> list[Row]:
         rng AS (
             SELECT meta.*, st.n, st.integral,
                    least(st.lo, coalesce(threshold, st.lo)) AS a, greatest(st.hi, coalesce(threshold, st.hi)) AS b
-            FROM meta JOIN st USING (grader_id))
+            FROM meta LEFT JOIN st USING (grader_id))
         SELECT *,
             CASE WHEN integral AND ceil(b) - floor(a) < {MAX_INTEGER_BINS} THEN floor(a) - 0.5
                  WHEN a = b THEN a - 0.5 ELSE a END AS start,
@@ -164,7 +164,8 @@ def histograms(con: duckdb.DuckDBPyConnection) -> list[Row]:
         counts.setdefault(gid, {})[b] = n
     for s in specs:
         got = counts.get(s["grader_id"], {})
-        s["counts"] = [got.get(i, 0) for i in range(s["bins"])]
+        # A grader with no finite value (all errors or unavailable) keeps its card, without bars.
+        s["counts"] = [got.get(i, 0) for i in range(s["bins"] if s["n"] else 0)]
     return specs
 
 

@@ -8,6 +8,8 @@ from pipeline.report import svg
 from pipeline.report.html import data_attrs, esc, no_data, run_ref, section, table, td
 from pipeline.report.queries import MAX_K, TRACE_LIST, WORST_RUNS, ReportData
 
+NO_VALUES = '<p class="nodata">No finite values (errors or unavailable).</p>'
+
 
 def pass_rate(data: ReportData) -> str:
     title = "Grader pass rate per workflow, per day"
@@ -40,10 +42,10 @@ def graders(data: ReportData) -> str:
         multi = (f' · <b>{h["thresholds"]} thresholds in the data</b>, the most common is marked'
                  if h["thresholds"] > 1 else "")
         cards.append(
-            f'<div class="card" {data_attrs(metric="grader", grader=h["grader_id"], values=h["n"])}>'
+            f'<div class="card" {data_attrs(metric="grader", grader=h["grader_id"], values=h["n"] or 0)}>'
             f'<h3>{esc(h["name"])} <span class="muted"><code>{esc(h["grader_id"])}</code></span></h3>'
-            f'<div class="meta">{h["n"]:,} values · {esc(h["unit"] or "no unit")} · {esc(direction)} · {gate}{multi}</div>'
-            f"{svg.histogram(h)}</div>")
+            f'<div class="meta">{h["n"] or 0:,} values · {esc(h["unit"] or "no unit")} · {esc(direction)} · {gate}{multi}</div>'
+            f"{svg.histogram(h) if h['counts'] else NO_VALUES}</div>")
     legend = (f'<div class="legend"><span><i style="background:{svg.PASS}"></i>passing side of the threshold</span>'
               f'<span><i style="background:{svg.FAIL}"></i>failing side</span>'
               f'<span><i style="background:{svg.NEUTRAL}"></i>no threshold</span></div>')

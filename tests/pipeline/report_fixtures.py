@@ -40,6 +40,7 @@ GRADERS = (  # id, name, unit, direction, threshold
     ("g-rate", "Rate <b>grader</b>", "ratio", "higher_is_better", 0.8),
     ("g-count", "Count grader", "count", "lower_is_better", 3.0),
     ("g-info", "Informational", "ms", "lower_is_better", None),
+    ("g-never", "Never available", "count", "lower_is_better", None),
 )
 
 
@@ -52,6 +53,8 @@ def _value(grader: str, wf: str, day: int, i: int) -> float | None:
         if wf == "gamma" and i == 2 and day % 5 == 0:
             return None  # an error on a gated grader
         return float((day + i * 2 + (2 if wf == "beta" and day < DAYS - 7 else 0)) % 6)
+    if grader == "g-never":
+        return None
     return 1000.0 + 37.5 * ((day * 13 + i * 7) % 50)
 
 
@@ -70,8 +73,9 @@ def build_rows(runs_per_day: int = 3, workflows: tuple[str, ...] = WORKFLOWS, da
                 for idx, (gid, name, unit, direction, thr) in enumerate(GRADERS):
                     v = _value(gid, wf, day, i)
                     passed = None if thr is None or v is None else (v >= thr if direction == "higher_is_better" else v <= thr)
-                    status = "error" if v is None else ("fail" if passed is False else "pass")
-                    counts[status] += 1
+                    status = ("unavailable" if gid == "g-never" else "error") if v is None else (
+                        "fail" if passed is False else "pass")
+                    counts[status] = counts.get(status, 0) + 1
                     tables["grader_results"].append({
                         "workflow": wf, "date": date, "run_id": run_id, "attempt": 1, "grader_id": gid,
                         "grader_index": idx, "name": name, "source": "builtin", "family": "builtin", "value": v,
@@ -83,7 +87,7 @@ def build_rows(runs_per_day: int = 3, workflows: tuple[str, ...] = WORKFLOWS, da
                 tables["runs"].append({
                     "workflow": wf, "date": date, "run_id": run_id, "attempt": 1, "repository": repo,
                     "graders": len(GRADERS), "passed": counts["pass"], "failed": counts["fail"],
-                    "errors": counts["error"], "unavailable": 0, "warnings": [],
+                    "errors": counts["error"], "unavailable": counts.get("unavailable", 0), "warnings": [],
                     "config_digest": "cfg-a" if day < 10 else "cfg-b", "fleetgrade_version": "0.1.0"})
                 verdict = ("clean-pass", "pass-with-warnings", "corrupt-success", "fail", "clean-pass")[(day + i) % 5]
                 flags = [] if verdict == "clean-pass" else [

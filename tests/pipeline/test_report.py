@@ -114,6 +114,7 @@ def test_histograms_match_duckdb(synth, synth_html):
     per_value = dict(q(synth, "SELECT value::INT, count(*) FROM grader_results WHERE grader_id = 'g-count' AND value IS NOT NULL GROUP BY 1"))
     assert bins["g-count"] == [per_value.get(v, 0) for v in range(6)]
     assert len(bins["g-rate"]) == len(bins["g-info"]) == 20
+    assert "g-never" not in bins and [a for a in metrics(synth_html, "grader") if a["data-grader"] == "g-never"]
     thresholds = {a["data-grader"]: float(a["data-value"]) for a in metrics(synth_html, "threshold")}
     assert thresholds == {"g-rate": 0.8, "g-count": 3.0}, "informational graders have no threshold mark"
 
