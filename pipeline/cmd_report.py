@@ -13,7 +13,6 @@ import duckdb
 from pipeline.report.queries import collect
 from pipeline.report.render import render
 from pipeline.report.scope import Selection
-from pipeline.tables import present_tables
 
 
 def _date(text: str) -> dt.date:
@@ -42,18 +41,22 @@ def handle(args: argparse.Namespace) -> int:
     if args.output.startswith("gs://"):
         print("fleetgrade report: reads a local output folder (copy the tables from gs:// first)", file=sys.stderr)
         return 1
-    if not Path(args.output).is_dir() or not present_tables(args.output):
-        print(f"fleetgrade report: {args.output}: no fleetgrade tables found", file=sys.stderr)
+    if not Path(args.output).is_dir():
+        print(f"fleetgrade report: {args.output}: not a folder", file=sys.stderr)
         return 1
     if args.since and args.until and args.since > args.until:
         print(f"fleetgrade report: --since {args.since} is after --until {args.until}", file=sys.stderr)
         return 2
     workflows = tuple(w for group in args.workflow for w in group)
     try:
-        page = render(collect(args.output, Selection(args.since, args.until, workflows)))
+        data = collect(args.output, Selection(args.since, args.until, workflows))
     except duckdb.Error as exc:
         print(f"fleetgrade report: {args.output}: {exc}", file=sys.stderr)
         return 1
+    if not data.tables:
+        print(f"fleetgrade report: {args.output}: no fleetgrade tables found", file=sys.stderr)
+        return 1
+    page = render(data)
     target = Path(args.html) if args.html else Path(args.output) / "report.html"
     target.parent.mkdir(parents=True, exist_ok=True)
     # Write then rename, so a reader never sees a half-written report.

@@ -222,6 +222,21 @@ def test_absent_tables_show_no_data_sections(tmp_path):
     assert not [a for t, a in parse(html) if t == "a" and (a.get("href") or "").startswith("http")], "no repository, no links"
 
 
+@pytest.mark.parametrize("only", [("dead_letter",), ("trace_verdicts", "task_reliability")])
+def test_partial_outputs_render(tmp_path, only):
+    out = write_output(tmp_path / "out", build_rows(hostile=False), only=only)
+    html = report(out)
+    assert {a["data-nodata"] for _, a in parse(html) if "data-nodata" in a} >= {"grader_results"}
+    assert bool(metrics(html, "dead-letter")) == ("dead_letter" in only)
+    assert bool(metrics(html, "verdict-count")) == ("trace_verdicts" in only)
+
+
+def test_workflow_names_are_literals_not_sql(synth, tmp_path):
+    html = report(synth, "--workflow", "alpha' OR true OR '", html=tmp_path / "inj.html")
+    assert not metrics(html, "pass-rate") and not metrics(html, "worst-run")
+    assert "alpha&#x27; OR true OR &#x27;" in html
+
+
 def test_no_tables_is_a_clear_error(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 1
     assert "no fleetgrade tables" in capsys.readouterr().err
