@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--since", type=_date, metavar="YYYY-MM-DD", help="first date included")
     p.add_argument("--until", type=_date, metavar="YYYY-MM-DD", help="last date included")
     p.add_argument("--workflow", action="append", default=[], metavar="W",
-                   help="only this workflow (repeatable; several names may follow one flag)", nargs="+")
+                   help="only these workflows (repeatable; names follow the flag, so give OUTPUT first)", nargs="+")
     p.set_defaults(func=handle)
 
 

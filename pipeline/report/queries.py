@@ -134,12 +134,17 @@ def histograms(con: duckdb.DuckDBPyConnection) -> list[Row]:
     """Per grader: fixed bins (computed in SQL) over its finite values, with its threshold."""
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE hist_spec AS
-        WITH meta AS (
-            SELECT grader_id, min(grader_index) AS idx, mode(name) AS name, mode(unit) AS unit,
-                   mode(direction) AS direction, mode(threshold) AS threshold,
-                   count(DISTINCT threshold) AS thresholds, count_if(passed) AS passed, count_if({GATED}) AS gated,
+        WITH thr AS (  -- the most common threshold, ties to the smallest: deterministic under parallelism
+            SELECT grader_id, threshold AS common FROM (
+                SELECT grader_id, threshold, count(*) AS c FROM v_grader_results
+                WHERE threshold IS NOT NULL GROUP BY ALL)
+            QUALIFY row_number() OVER (PARTITION BY grader_id ORDER BY c DESC, threshold) = 1),
+        meta AS (
+            SELECT grader_id, min(grader_index) AS idx, min(name) AS name, min(unit) AS unit,
+                   min(direction) AS direction, any_value(thr.common) AS threshold,
+                   count(DISTINCT g.threshold) AS thresholds, count_if(passed) AS passed, count_if({GATED}) AS gated,
                    count(*) AS results
-            FROM v_grader_results GROUP BY grader_id),
+            FROM v_grader_results g LEFT JOIN thr USING (grader_id) GROUP BY grader_id),
         st AS (
             SELECT grader_id, min(value) AS lo, max(value) AS hi, count(*) AS n, bool_and(value = round(value)) AS integral
             FROM v_grader_results WHERE isfinite(value) GROUP BY grader_id),

@@ -70,7 +70,9 @@ def build_rows(runs_per_day: int = 3, workflows: tuple[str, ...] = WORKFLOWS, da
                 run_id = HOSTILE_RUN if hostile and wf == "gamma" and day == days - 1 and i == 0 else str(counter)
                 repo = HOSTILE_REPO if hostile and wf == "beta" and i == 1 else "octo/repo"
                 counts = {"pass": 0, "fail": 0, "error": 0}
-                for idx, (gid, name, unit, direction, thr) in enumerate(GRADERS):
+                for idx, (gid, name, unit, direction, thr0) in enumerate(GRADERS):
+                    # The second configuration relaxes g-count: two thresholds, 90 results each per workflow.
+                    thr = 4.0 if gid == "g-count" and day >= 10 else thr0
                     v = _value(gid, wf, day, i)
                     passed = None if thr is None or v is None else (v >= thr if direction == "higher_is_better" else v <= thr)
                     status = ("unavailable" if gid == "g-never" else "error") if v is None else (

@@ -117,6 +117,8 @@ def test_histograms_match_duckdb(synth, synth_html):
     assert "g-never" not in bins and [a for a in metrics(synth_html, "grader") if a["data-grader"] == "g-never"]
     thresholds = {a["data-grader"]: float(a["data-value"]) for a in metrics(synth_html, "threshold")}
     assert thresholds == {"g-rate": 0.8, "g-count": 3.0}, "informational graders have no threshold mark"
+    # g-count has two thresholds with equal counts: the smaller is marked, and the card says so.
+    assert "<b>2 thresholds in the data</b>, the most common is marked" in synth_html
 
 
 def test_worst_runs_match_duckdb(synth, synth_html):
