@@ -77,14 +77,20 @@ def _cell(rate: float | None, passed: int, n: int) -> str:
 def _row(r: dict[str, Any]) -> str:
     badge = ('<span class="badge regressed">regressed</span>' if r["regressed"]
              else '<span class="badge failing">failing</span>')
+    changed = [what for what, flag in (("config", r["config_changed"]), ("implementation", r["implementation_changed"]))
+               if flag]
+    hint = f' <span class="badge warn" title="digests differ between the two weeks">{" + ".join(changed)} changed</span>' \
+        if changed else ""
     delta = "–" if r["delta"] is None else f"{100 * r['delta']:+.1f} pp"
     dcls = "num delta-neg" if r["regressed"] else "num"
     look = ", ".join(run_ref(x["run_id"], x["attempt"], x["repository"]) for x in (r["look_at"] or []))
     attrs = data_attrs(metric="weekly", workflow=r["workflow"], grader=r["grader_id"],
                        latest="" if r["latest"] is None else f"{r['latest']:.6f}",
                        previous="" if r["previous"] is None else f"{r['previous']:.6f}",
-                       latest_n=r["latest_n"], previous_n=r["previous_n"], regressed=str(r["regressed"]).lower())
-    return (f"<tr {attrs}><td>{badge}</td>{td(r['workflow'])}<td><code>{esc(r['grader_id'])}</code></td>"
+                       latest_n=r["latest_n"], previous_n=r["previous_n"], regressed=str(r["regressed"]).lower(),
+                       config_changed=str(bool(r["config_changed"])).lower(),
+                       implementation_changed=str(bool(r["implementation_changed"])).lower())
+    return (f"<tr {attrs}><td>{badge}</td>{td(r['workflow'])}<td><code>{esc(r['grader_id'])}</code>{hint}</td>"
             f'{_cell(r["latest"], r["latest_passed"], r["latest_n"])}'
             f'{_cell(r["previous"], r["previous_passed"], r["previous_n"])}'
             f'<td class="{dcls}">{delta}</td><td>{look}</td></tr>')

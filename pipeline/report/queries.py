@@ -118,7 +118,7 @@ def weekly(con: duckdb.DuckDBPyConnection, latest: dt.date, runs_join: bool) -> 
     """Per (workflow, grader): pass rate in the 7 days ending at the latest date vs the 7 before."""
     return rows(con, f"""
         WITH g AS (
-            SELECT workflow, grader_id, date, run_id, attempt, passed, repository,
+            SELECT workflow, grader_id, date, run_id, attempt, passed, repository, config_digest, implementation_digest,
                    CASE WHEN date > ?::DATE - 7 THEN 'latest' ELSE 'previous' END AS win
             FROM ({_with_repository(runs_join)})
             WHERE {GATED} AND date > ?::DATE - 14 AND date <= ?::DATE)
@@ -126,8 +126,18 @@ def weekly(con: duckdb.DuckDBPyConnection, latest: dt.date, runs_join: bool) -> 
                count_if(win = 'latest' AND passed) AS latest_passed, count_if(win = 'latest') AS latest_n,
                count_if(win = 'previous' AND passed) AS previous_passed, count_if(win = 'previous') AS previous_n,
                (list(struct_pack(run_id, attempt, date, repository) ORDER BY date DESC, run_id, attempt)
-                   FILTER (WHERE win = 'latest' AND passed IS NOT TRUE))[1:{RUNS_TO_LOOK_AT}] AS look_at
+                   FILTER (WHERE win = 'latest' AND passed IS NOT TRUE))[1:{RUNS_TO_LOOK_AT}] AS look_at,
+               {_changed("config_digest")} AS config_changed,
+               {_changed("implementation_digest")} AS implementation_changed
         FROM g GROUP BY ALL ORDER BY workflow, grader_id""", [latest, latest, latest])
+
+
+def _changed(col: str) -> str:
+    """Whether the set of digests differs between the two weeks (a likely cause of a change)."""
+    def digests(win: str) -> str:
+        return f"list_sort(list(DISTINCT {col}) FILTER (WHERE win = '{win}' AND {col} IS NOT NULL))"
+    return (f"(count_if(win = 'previous') > 0 AND count_if(win = 'latest') > 0 "
+            f"AND {digests('latest')} IS DISTINCT FROM {digests('previous')})")
 
 
 def histograms(con: duckdb.DuckDBPyConnection) -> list[Row]:

@@ -98,6 +98,8 @@ def test_weekly_regressions_come_first_and_match_duckdb(synth, synth_html):
         assert float(r["data-latest"]) == pytest.approx(lp / ln, abs=1e-6)
         assert float(r["data-previous"]) == pytest.approx(pp / pn, abs=1e-6)
         assert (r["data-regressed"] == "true") == (lp / ln < pp / pn)
+        # cfg-a until 2026-10-10, cfg-b after: the week before mixes both, this week is cfg-b only.
+        assert r["data-config-changed"] == "true" and r["data-implementation-changed"] == "false"
     regressed = {(w, g) for (w, g), (lp, ln, pp, pn) in want.items() if lp / ln < pp / pn}
     assert {(r["data-workflow"], r["data-grader"]) for r in rows if r["data-regressed"] == "true"} == regressed
     worse = metrics(synth_html, "worse-workflow")
