@@ -79,8 +79,9 @@ def _row(r: dict[str, Any]) -> str:
              else '<span class="badge failing">failing</span>')
     changed = [what for what, flag in (("config", r["config_changed"]), ("implementation", r["implementation_changed"]))
                if flag]
-    hint = f' <span class="badge warn" title="digests differ between the two weeks">{" + ".join(changed)} changed</span>' \
-        if changed else ""
+    hint = ""
+    if changed:
+        hint = f' <span class="badge hint" title="digests differ between the two weeks">{" + ".join(changed)} changed</span>'
     delta = "–" if r["delta"] is None else f"{100 * r['delta']:+.1f} pp"
     dcls = "num delta-neg" if r["regressed"] else "num"
     look = ", ".join(run_ref(x["run_id"], x["attempt"], x["repository"]) for x in (r["look_at"] or []))
