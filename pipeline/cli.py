@@ -19,6 +19,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pipeline.cmd_grade",
     "pipeline.cmd_trace",
     "pipeline.cmd_sql",
+    "pipeline.cmd_report",
+    "pipeline.cmd_bigquery",
 )
 
 

@@ -1,0 +1,67 @@
+"""``fleetgrade report OUTPUT [--html FILE]``: one self-contained HTML report over the output tables."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+
+import duckdb
+
+from pipeline.report.queries import collect
+from pipeline.report.render import render
+from pipeline.report.scope import Selection
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {text!r}") from None
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "report",
+        help="write a static HTML report (regressions, pass rates, distributions, worst runs, …)",
+        description="Query the output tables with DuckDB and write one self-contained HTML file.",
+    )
+    p.add_argument("output", help="the output folder of `fleetgrade run`")
+    p.add_argument("--html", metavar="FILE", help="where to write the report (default: OUTPUT/report.html)")
+    p.add_argument("--since", type=_date, metavar="YYYY-MM-DD", help="first date included")
+    p.add_argument("--until", type=_date, metavar="YYYY-MM-DD", help="last date included")
+    p.add_argument("--workflow", action="append", default=[], metavar="W",
+                   help="only these workflows (repeatable; names follow the flag, so give OUTPUT first)", nargs="+")
+    p.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    if args.output.startswith("gs://"):
+        print("fleetgrade report: reads a local output folder (copy the tables from gs:// first)", file=sys.stderr)
+        return 1
+    if not Path(args.output).is_dir():
+        print(f"fleetgrade report: {args.output}: not a folder", file=sys.stderr)
+        return 1
+    if args.since and args.until and args.since > args.until:
+        print(f"fleetgrade report: --since {args.since} is after --until {args.until}", file=sys.stderr)
+        return 2
+    workflows = tuple(w for group in args.workflow for w in group)
+    try:
+        data = collect(args.output, Selection(args.since, args.until, workflows))
+    except duckdb.Error as exc:
+        print(f"fleetgrade report: {args.output}: {exc}", file=sys.stderr)
+        return 1
+    if not data.tables:
+        print(f"fleetgrade report: {args.output}: no fleetgrade tables found", file=sys.stderr)
+        return 1
+    page = render(data)
+    target = Path(args.html) if args.html else Path(args.output) / "report.html"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Write then rename, so a reader never sees a half-written report.
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    os.replace(tmp, target)
+    print(target)
+    return 0

@@ -1,0 +1,286 @@
+"""`fleetgrade report`: every number in the HTML equals an independent DuckDB query over the same data.
+
+The HTML carries ``data-metric`` attributes on its key elements; the tests parse them back.
+Browser tests (headless Chromium) are in ``test_report_browser.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.tables import connect
+from tests.conftest import REPO
+from tests.pipeline.report_fixtures import (
+    HOSTILE_MESSAGE,
+    HOSTILE_REPO,
+    HOSTILE_RUN,
+    build_rows,
+    write_output,
+)
+
+GATED = "(passed IS NOT NULL OR (status = 'error' AND threshold IS NOT NULL))"
+
+
+class Collect(HTMLParser):
+    """Every element's tag and attributes, in document order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, dict(attrs)))
+
+
+def parse(html: str) -> list[tuple[str, dict[str, str | None]]]:
+    p = Collect()
+    p.feed(html)
+    return p.elements
+
+
+def metrics(html: str, name: str) -> list[dict[str, str | None]]:
+    return [a for _, a in parse(html) if a.get("data-metric") == name]
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("synth") / "out"
+    write_output(out, build_rows())
+    # The trace tables are not registered in this checkout: the report finds them on disk.
+    return out
+
+
+def report(out: Path, *extra: str, html: Path | None = None) -> str:
+    target = html or out / "report.html"
+    assert main(["report", str(out), "--html", str(target), *extra]) == 0
+    return target.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def synth_html(synth) -> str:
+    return report(synth)
+
+
+def q(out: Path, sql: str) -> list[tuple]:
+    return connect(str(out)).execute(sql).fetchall()
+
+
+def test_pass_rate_points_match_duckdb(synth, synth_html):
+    want = {(w, d.isoformat()): (p, g) for w, d, p, g in q(synth, f"""
+        SELECT workflow, date, count_if(passed), count_if({GATED}) FROM grader_results GROUP BY ALL""")}
+    got = {(a["data-workflow"], a["data-date"]): (int(a["data-passed"]), int(a["data-gated"]), float(a["data-value"]))
+           for a in metrics(synth_html, "pass-rate")}
+    assert len(got) == len(want) == 3 * 20
+    for key, (p, g) in want.items():
+        assert got[key][:2] == (p, g)
+        assert got[key][2] == pytest.approx(p / g, abs=1e-6)
+
+
+def test_weekly_regressions_come_first_and_match_duckdb(synth, synth_html):
+    rows = metrics(synth_html, "weekly")
+    assert rows[0]["data-workflow"] == "alpha" and rows[0]["data-grader"] == "g-rate"
+    assert rows[0]["data-regressed"] == "true"
+    assert [r["data-regressed"] for r in rows] == sorted((r["data-regressed"] for r in rows), reverse=True)
+    want = {(w, g): (lp, ln, pp, pn) for w, g, lp, ln, pp, pn in q(synth, f"""
+        SELECT workflow, grader_id,
+               count_if(passed AND date > DATE '2026-10-13'), count_if(date > DATE '2026-10-13'),
+               count_if(passed AND date <= DATE '2026-10-13'), count_if(date <= DATE '2026-10-13')
+        FROM grader_results WHERE {GATED} AND date > DATE '2026-10-06' GROUP BY ALL""")}
+    for r in rows:
+        lp, ln, pp, pn = want[(r["data-workflow"], r["data-grader"])]
+        assert (int(r["data-latest-n"]), int(r["data-previous-n"])) == (ln, pn)
+        assert float(r["data-latest"]) == pytest.approx(lp / ln, abs=1e-6)
+        assert float(r["data-previous"]) == pytest.approx(pp / pn, abs=1e-6)
+        assert (r["data-regressed"] == "true") == (lp / ln < pp / pn)
+        # cfg-a until 2026-10-10, cfg-b after: the week before mixes both, this week is cfg-b only.
+        assert r["data-config-changed"] == "true" and r["data-implementation-changed"] == "false"
+    regressed = {(w, g) for (w, g), (lp, ln, pp, pn) in want.items() if lp / ln < pp / pn}
+    assert {(r["data-workflow"], r["data-grader"]) for r in rows if r["data-regressed"] == "true"} == regressed
+    worse = metrics(synth_html, "worse-workflow")
+    assert [w["data-workflow"] for w in worse] == sorted({w for w, _ in regressed})
+
+
+def test_histograms_match_duckdb(synth, synth_html):
+    bins: dict[str, list[int]] = {}
+    for a in metrics(synth_html, "hist-bin"):
+        bins.setdefault(a["data-grader"], []).append(int(a["data-count"]))
+    finite = dict(q(synth, "SELECT grader_id, count(*) FROM grader_results WHERE isfinite(value) GROUP BY 1"))
+    assert {g: sum(c) for g, c in bins.items()} == finite
+    # g-count is integer valued: one bar per value 0..5, counts equal per value.
+    per_value = dict(q(synth, "SELECT value::INT, count(*) FROM grader_results WHERE grader_id = 'g-count' AND value IS NOT NULL GROUP BY 1"))
+    assert bins["g-count"] == [per_value.get(v, 0) for v in range(6)]
+    assert len(bins["g-rate"]) == len(bins["g-info"]) == 20
+    assert "g-never" not in bins and [a for a in metrics(synth_html, "grader") if a["data-grader"] == "g-never"]
+    thresholds = {a["data-grader"]: float(a["data-value"]) for a in metrics(synth_html, "threshold")}
+    assert thresholds == {"g-rate": 0.8, "g-count": 3.0}, "informational graders have no threshold mark"
+    # g-count has two thresholds with equal counts: the smaller is marked, and the card says so.
+    assert "<b>2 thresholds in the data</b>, the most common is marked" in synth_html
+
+
+def test_worst_runs_match_duckdb(synth, synth_html):
+    want = q(synth, """
+        SELECT workflow, run_id, attempt, count_if(status = 'fail') f, count_if(status = 'error') e FROM grader_results
+        GROUP BY workflow, date, run_id, attempt HAVING f + e > 0
+        ORDER BY f + e DESC, e DESC, date DESC, workflow, run_id, attempt LIMIT 25""")
+    got = [(a["data-workflow"], a["data-run-id"], int(a["data-attempt"]), int(a["data-failed"]), int(a["data-errors"]))
+           for a in metrics(synth_html, "worst-run")]
+    assert got == [tuple(r) for r in want]
+
+
+def test_run_links_point_to_github_actions_only_for_safe_repositories(synth_html):
+    links = [a["href"] for t, a in parse(synth_html) if t == "a" and (a.get("href") or "").startswith("http")]
+    assert links, "runs of octo/repo are linked"
+    assert all(re.fullmatch(r"https://github\.com/octo/repo/actions/runs/\d+", h or "") for h in links)
+
+
+def test_trace_reliability_and_dead_letters_match_duckdb(synth, synth_html):
+    con = connect(str(synth))
+    con.execute("CREATE VIEW tv AS SELECT * FROM read_parquet('" + str(synth) + "/trace_verdicts/*/*/*.parquet', hive_partitioning = true)")
+    want = {(w, v): n for w, v, n in con.execute("SELECT workflow, verdict, count(*) FROM tv GROUP BY ALL").fetchall()}
+    got = {(a["data-workflow"], a["data-verdict"]): int(a["data-value"]) for a in metrics(synth_html, "verdict-count")}
+    assert {k: v for k, v in got.items() if v} == want
+    assert len(got) == 3 * 4, "every verdict has a segment, even at zero"
+
+    con.execute("CREATE VIEW tr AS SELECT * FROM read_parquet('" + str(synth) + "/task_reliability/*/*/*.parquet', hive_partitioning = true)")
+    latest = {(w, t): (n, c, pk) for w, t, n, c, pk in con.execute("""
+        SELECT workflow, task, n, c, pass_k FROM tr QUALIFY row_number() OVER (PARTITION BY workflow, task ORDER BY date DESC) = 1""").fetchall()}
+    got_k = metrics(synth_html, "pass-k")
+    assert got_k
+    for a in got_k:
+        _, _, pk = latest[(a["data-workflow"], a["data-task"])]
+        assert float(a["data-value"]) == pytest.approx({p["k"]: p["pass_hat_k"] for p in pk}[int(a["data-k"])])
+    assert {(a["data-workflow"], a["data-task"]) for a in metrics(synth_html, "task")} == set(latest)
+
+    dead = {(c, s): n for c, s, n in q(synth, "SELECT error_class, stage, count(*) FROM dead_letter GROUP BY ALL")}
+    assert {(a["data-error-class"], a["data-stage"]): int(a["data-value"]) for a in metrics(synth_html, "dead-letter")} == dead
+
+
+def test_provenance_matches_duckdb(synth, synth_html):
+    runs, dead = q(synth, "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM dead_letter)")[0]
+    assert [int(a["data-value"]) for a in metrics(synth_html, "input-count")] == [runs + dead]
+    configs = dict(q(synth, "SELECT config_digest, count(*) FROM runs GROUP BY 1"))
+    assert {a["data-value"]: int(a["data-n"]) for a in metrics(synth_html, "config-digest")} == configs
+    assert {a["data-value"] for a in metrics(synth_html, "fleetgrade-version")} == {"0.1.0"}
+    impl = {r[0] for r in q(synth, "SELECT DISTINCT implementation_digest FROM grader_results")}
+    assert {a["data-value"] for a in metrics(synth_html, "implementation")} == impl
+
+
+def test_untrusted_text_is_escaped(synth_html):
+    for raw in (HOSTILE_RUN, HOSTILE_MESSAGE, HOSTILE_REPO, "Rate <b>grader</b>", "task-1<i>"):
+        assert raw not in synth_html
+    assert "&lt;img src=&quot;http://evil.example/x.png&quot;" in synth_html
+    assert "Rate &lt;b&gt;grader&lt;/b&gt;" in synth_html
+    assert not [t for t, _ in parse(synth_html) if t in ("script", "img", "iframe", "object", "link", "base")]
+
+
+def test_self_contained_no_external_resources(synth_html):
+    for tag, attrs in parse(synth_html):
+        assert "src" not in attrs, tag
+        href = attrs.get("href")
+        if href is not None and tag != "a":
+            raise AssertionError(f"<{tag} href>")
+        if href is not None:
+            assert href.startswith(("#", "https://github.com/"))
+        assert not any(k.startswith("on") for k in attrs), (tag, attrs)
+    assert "@import" not in synth_html and "url(" not in synth_html
+    assert "Content-Security-Policy" in synth_html
+
+
+def test_deterministic_bytes(synth, synth_html, tmp_path):
+    again = report(synth, html=tmp_path / "elsewhere.html")
+    assert again == synth_html
+
+
+def test_filters_restrict_every_section(synth, tmp_path):
+    html = report(synth, "--since", "2026-10-05", "--until", "2026-10-12", "--workflow", "beta", "gamma",
+                  html=tmp_path / "f.html")
+    points = metrics(html, "pass-rate")
+    assert {p["data-workflow"] for p in points} == {"beta", "gamma"}
+    assert {p["data-date"] for p in points} == {(dt.date(2026, 10, 5) + dt.timedelta(days=i)).isoformat() for i in range(8)}
+    # Undated dead letters stay in every date range; the dated one (2026-10-01) is out.
+    assert {(a["data-error-class"], int(a["data-value"])) for a in metrics(html, "dead-letter")} == {("MetadataError", 1)}
+    runs = q(synth, "SELECT count(*) FROM runs WHERE workflow IN ('beta', 'gamma') AND date BETWEEN '2026-10-05' AND '2026-10-12'")[0][0]
+    assert [int(a["data-value"]) for a in metrics(html, "graded-runs")] == [runs]
+    # The week is relative to the latest selected date, 2026-10-12; --since clips the week before to 10-05.
+    assert "This week = 2026-10-06 to 2026-10-12" in html
+    prev = dict(((w, g), n) for w, g, n in q(synth, f"""
+        SELECT workflow, grader_id, count(*) FROM grader_results
+        WHERE {GATED} AND date = DATE '2026-10-05' AND workflow IN ('beta', 'gamma') GROUP BY ALL"""))
+    weekly = metrics(html, "weekly")
+    assert weekly and {r["data-workflow"] for r in weekly} <= {"beta", "gamma"}
+    assert all(int(r["data-previous-n"]) == prev[(r["data-workflow"], r["data-grader"])] for r in weekly)
+
+
+def test_absent_tables_show_no_data_sections(tmp_path):
+    out = write_output(tmp_path / "out", build_rows(hostile=False), only=("grader_results",))
+    html = report(out)
+    nodata = {a["data-nodata"] for _, a in parse(html) if "data-nodata" in a}
+    assert nodata == {"task_reliability", "trace_verdicts", "dead_letter"}
+    assert metrics(html, "pass-rate") and metrics(html, "hist-bin")
+    assert not [a for t, a in parse(html) if t == "a" and (a.get("href") or "").startswith("http")], "no repository, no links"
+
+
+@pytest.mark.parametrize("only", [("dead_letter",), ("trace_verdicts", "task_reliability")])
+def test_partial_outputs_render(tmp_path, only):
+    out = write_output(tmp_path / "out", build_rows(hostile=False), only=only)
+    html = report(out)
+    assert {a["data-nodata"] for _, a in parse(html) if "data-nodata" in a} >= {"grader_results"}
+    assert bool(metrics(html, "dead-letter")) == ("dead_letter" in only)
+    assert bool(metrics(html, "verdict-count")) == ("trace_verdicts" in only)
+
+
+def test_workflow_names_are_literals_not_sql(synth, tmp_path):
+    html = report(synth, "--workflow", "alpha' OR true OR '", html=tmp_path / "inj.html")
+    assert not metrics(html, "pass-rate") and not metrics(html, "worst-run")
+    assert "alpha&#x27; OR true OR &#x27;" in html
+
+
+def test_no_tables_is_a_clear_error(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 1
+    assert "no fleetgrade tables" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["report", str(tmp_path), "--since", "yesterday"])
+
+
+@pytest.fixture(scope="module")
+def demo_output(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("demo") / "out"
+    assert main(["run", "--input", str(REPO / "examples" / "fleet"), "--output", str(out), "--log-level", "WARNING"]) == 0
+    return out
+
+
+def test_demo_fleet_report(demo_output, capsys):
+    assert main(["report", str(demo_output)]) == 0
+    path = demo_output / "report.html"
+    assert capsys.readouterr().out.strip() == str(path)
+    html = path.read_text(encoding="utf-8")
+    assert [int(a["data-value"]) for a in metrics(html, "input-count")] == [36]
+    assert {(a["data-error-class"], int(a["data-value"])) for a in metrics(html, "dead-letter")} == {
+        ("MetadataError", 3), ("NoArtifactsError", 1)}
+    assert len(metrics(html, "pass-rate")) == 9
+    assert {a["data-nodata"] for _, a in parse(html) if "data-nodata" in a} == {"task_reliability", "trace_verdicts"}
+    assert "No comparison possible" in html, "the sample fleet spans 3 days: no previous week"
+    links = {a["href"] for t, a in parse(html) if t == "a" and (a.get("href") or "").startswith("https:")}
+    assert "https://github.com/octo-org/widgets/actions/runs/7100160" in links
+
+
+@pytest.mark.slow
+def test_100k_runs_stay_fast_and_small(tmp_path):
+    import time
+
+    out = write_output(tmp_path / "big", build_rows(runs_per_day=1667, hostile=False))
+    runs = q(out, "SELECT count(*) FROM runs")[0][0]
+    assert runs >= 100_000
+    start = time.perf_counter()
+    html = report(out)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 60, f"{elapsed:.1f}s"
+    assert len(html) < 400_000, "lists are capped and histograms binned: size does not grow with runs"
+    assert len(metrics(html, "worst-run")) == 25
+    assert [int(a["data-value"]) for a in metrics(html, "graded-runs")] == [runs]
