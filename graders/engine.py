@@ -65,13 +65,17 @@ def grade_trace(
     trace: dict[str, Any],
     plan: GradingPlan,
     executors: Mapping[str, Executor] | None = None,
+    file_ir: Any = None,
 ) -> list[dict[str, Any]]:
-    """Every enabled grader of ``plan``, in manifest order."""
+    """Every enabled grader of ``plan``, in manifest order.
+
+    ``file_ir`` is the parsed ``trajectory_ir.json`` (``preprocess.read_trajectory_ir_file``).
+    """
     enabled = plan.enabled
     results = []
     for entry in enabled:
         config = entry.config if entry.config is not None else {}
-        ctx = GraderContext(config=config, grader_count=len(enabled))
+        ctx = GraderContext(config=config, grader_count=len(enabled), file_ir=file_ir)
         results.append(grade_one(entry, trace, ctx, executors))
     return results
 

@@ -1,0 +1,216 @@
+"""State revisits and recurrence quantification (RQA) over canonical state visits.
+
+Conventions follow gh-aw exactly (graders.md §7, field-notes §3.2): R[i][j] = 1 iff the ids
+at visits i and j are equal and i != j (no line of identity); lmin = vmin = 2; diagonal
+points are counted symmetrically (each upper-diagonal pair twice); vertical runs in column j
+are broken at row j.
+
+The reference walks the full n x n matrix in O(n²) scalar steps. Here:
+- RR and the vertical-line statistics (LAM, TT) come from symbol counts and the maximal
+  blocks of equal consecutive symbols, in O(n): a column j of symbol s sees every block of s
+  as one vertical line, except its own block, which row j splits in two;
+- diagonal lines (DET) come from a vectorized numpy pass over the diagonals, in chunks.
+tests/graders/trajectory/test_rqa.py proves both equal to plain transcriptions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from graders.jscompat import js_number_to_string
+from graders.registry import GraderContext
+from graders.trajectory.ir import Raw, Record, Trace, candidates, state_visits, unavailable
+
+LMIN: Final = 2
+VMIN: Final = 2
+_TOP: Final = 5
+# Diagonals handled per numpy chunk: bounds the temporary matrix to ~_CHUNK x n booleans.
+_CHUNK: Final = 256
+
+
+def symbol_codes(sequence: list[str]) -> npt.NDArray[np.int64]:
+    """Dense integer codes (first-seen order) so that equality is integer equality."""
+    codes: dict[str, int] = {}
+    return np.fromiter((codes.setdefault(s, len(codes)) for s in sequence), dtype=np.int64, count=len(sequence))
+
+
+def recurrent_points(sequence: list[str]) -> int:
+    """Ordered pairs (i, j), i != j, with equal ids: Σ c·(c−1)."""
+    return sum(c * (c - 1) for c in Counter(sequence).values())
+
+
+@dataclass(frozen=True)
+class DiagonalStats:
+    recurrent_points: int  # ordered pairs, i.e. twice the upper-triangle pairs
+    diagonal_points: int  # symmetric points on lines of length >= LMIN
+    top_lines: list[int]  # the longest lines (length >= LMIN), longest first, at most _TOP
+
+
+def diagonal_stats(sequence: list[str]) -> DiagonalStats:
+    """Diagonal-line statistics of the upper triangle, counted symmetrically."""
+    n = len(sequence)
+    codes = symbol_codes(sequence)
+    # Padding with values no symbol has makes every comparison past the end non-recurrent,
+    # so each diagonal d is simply row d-1 of a (k x n) comparison.
+    padded = np.concatenate([codes, -1 - np.arange(n, dtype=np.int64)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, n)
+    diagonal_points = 0
+    long_lines: list[npt.NDArray[np.int64]] = []
+    for start in range(1, n, _CHUNK):
+        stop = min(n, start + _CHUNK)
+        eq = codes[None, :] == windows[start:stop]  # eq[r, i]: seq[i] == seq[i + start + r]
+        if not eq.any():
+            continue
+        # A False column between diagonals keeps runs from joining across rows.
+        flat = np.zeros((stop - start, n + 1), dtype=np.int8)
+        flat[:, :n] = eq
+        edges = np.diff(np.concatenate([[0], flat.ravel(), [0]]))
+        lengths = np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
+        longs = lengths[lengths >= LMIN]
+        if longs.size:
+            diagonal_points += 2 * int(longs.sum())
+            long_lines.append(np.sort(longs)[-_TOP:])
+    top = sorted((int(x) for chunk in long_lines for x in chunk), reverse=True)[:_TOP]
+    return DiagonalStats(recurrent_points(sequence), diagonal_points, top)
+
+
+@dataclass(frozen=True)
+class VerticalStats:
+    recurrent_points: int
+    vertical_points: int  # points on lines of length >= VMIN
+    line_count: int  # lines of length >= VMIN
+    top_lines: list[int]
+
+
+def vertical_stats(sequence: list[str]) -> VerticalStats:
+    """Vertical-line statistics from blocks of equal consecutive symbols, in O(n).
+
+    For a symbol with c visits and a block of length L: the c − L columns outside the block
+    each see one line of length L; the L columns inside it see pieces k and L−1−k, k=0..L−1.
+    """
+    counts = Counter(sequence)
+    blocks: list[tuple[str, int]] = []
+    for symbol in sequence:
+        if blocks and blocks[-1][0] == symbol:
+            blocks[-1] = (symbol, blocks[-1][1] + 1)
+        else:
+            blocks.append((symbol, 1))
+    lines: Counter[int] = Counter()  # length -> multiplicity, lengths >= VMIN only
+    for symbol, length in blocks:
+        outside = counts[symbol] - length
+        if length >= VMIN and outside:
+            lines[length] += outside
+        for piece in range(VMIN, length):  # pieces of length m >= 2 occur twice (k=m, L-1-k=m)
+            lines[piece] += 2
+    vertical_points = sum(length * mult for length, mult in lines.items())
+    line_count = sum(lines.values())
+    top: list[int] = []
+    for length in sorted(lines, reverse=True):
+        top.extend([length] * min(lines[length], _TOP - len(top)))
+        if len(top) >= _TOP:
+            break
+    return VerticalStats(recurrent_points(sequence), vertical_points, line_count, top)
+
+
+def _sequence(trace: Trace, ctx: GraderContext) -> list[str]:
+    return [v.id for v in state_visits(candidates(trace, ctx, include_trace=False))]
+
+
+def _join(values: list[int]) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def state_revisit_probability_rep(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
+    """(visits − distinct) / visits."""
+    visits = state_visits(candidates(trace, ctx, include_trace=False))
+    if len(visits) < 2:
+        return unavailable("not applicable: fewer than two state visits")
+    seen: set[str] = set()
+    repeated: list[str] = []
+    for v in visits:
+        if v.id in seen and len(repeated) < _TOP:
+            repeated.append(v.id if v.event_index is None else f"{v.id} at event {js_number_to_string(v.event_index)}")
+        seen.add(v.id)
+    revisits = len(visits) - len(seen)
+    details = f"visited={len(visits)} distinct={len(seen)} revisits={revisits}"
+    if repeated:
+        details += f"; repeated states: {', '.join(repeated)}"
+    return {"value": revisits / len(visits), "details": details}
+
+
+_FOUR: Final = "not applicable: fewer than four canonical state visits"
+
+
+def recurrence_determinism(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
+    """DET: share of recurrent points on diagonal lines of length >= 2."""
+    seq = _sequence(trace, ctx)
+    n = len(seq)
+    if n < 4:
+        return unavailable(_FOUR)
+    stats = diagonal_stats(seq)
+    if stats.recurrent_points == 0:
+        return {"value": 0, "details": f"no recurrent state pairs found across {n} state visits; DET is vacuously 0"}
+    details = (
+        f"visits={n} recurrentPoints={stats.recurrent_points} diagonalPoints={stats.diagonal_points} lmin={LMIN}"
+    )
+    if stats.top_lines:
+        details += f"; longest diagonal lines: {_join(stats.top_lines)}"
+    return {"value": stats.diagonal_points / stats.recurrent_points, "details": details}
+
+
+def recurrence_laminarity(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
+    """LAM: share of recurrent points on vertical lines of length >= 2."""
+    seq = _sequence(trace, ctx)
+    n = len(seq)
+    if n < 4:
+        return unavailable(_FOUR)
+    stats = vertical_stats(seq)
+    if stats.recurrent_points == 0:
+        return {"value": 0, "details": f"no recurrent state pairs found across {n} state visits; LAM is vacuously 0"}
+    details = (
+        f"visits={n} recurrentPoints={stats.recurrent_points} verticalPoints={stats.vertical_points} vmin={VMIN}"
+    )
+    if stats.top_lines:
+        details += f"; longest vertical lines: {_join(stats.top_lines)}"
+    return {"value": stats.vertical_points / stats.recurrent_points, "details": details}
+
+
+def recurrence_trapping_time(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
+    """TT: mean length of vertical lines of length >= 2."""
+    seq = _sequence(trace, ctx)
+    n = len(seq)
+    if n < 4:
+        return unavailable(_FOUR)
+    stats = vertical_stats(seq)
+    if stats.line_count == 0:
+        return {
+            "value": 0,
+            "details": f"no vertical recurrence lines (vmin={VMIN}) found across {n} state visits; TT is vacuously 0",
+        }
+    details = (
+        f"visits={n} verticalLines={stats.line_count} totalVerticalLength={stats.vertical_points} vmin={VMIN}; "
+        f"longest vertical lines: {_join(stats.top_lines)}"
+    )
+    return {"value": stats.vertical_points / stats.line_count, "details": details}
+
+
+def recurrence_rate(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
+    """RR: recurrent ordered pairs / n·(n−1)."""
+    seq = _sequence(trace, ctx)
+    n = len(seq)
+    if n < 2:
+        return unavailable("not applicable: fewer than two canonical state visits")
+    counts = Counter(seq)
+    points = sum(c * (c - 1) for c in counts.values() if c > 1)
+    possible = n * (n - 1)
+    # Stable sort by count, descending: ties keep first-seen order, as the JS Map does.
+    repeated = sorted(((sid, c) for sid, c in counts.items() if c > 1), key=lambda e: -e[1])[:_TOP]
+    details = f"visits={n} recurrentPoints={points} possiblePoints={possible}"
+    if repeated:
+        details += f"; repeated states (id:count): {', '.join(f'{sid}:{c}' for sid, c in repeated)}"
+    return {"value": points / possible, "details": details}
