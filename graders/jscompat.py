@@ -345,7 +345,9 @@ def js_to_fixed(value: float | int, digits: int) -> str:
 #   lone ``{``, ``}`` and ``]`` are literals, ``\8`` is "8", ``\12`` without 12 groups is an
 #   octal escape, ``\c`` without a letter is a backslash, class ranges with a class escape
 #   (``[\w-a]``) are unions, lookaheads may be quantified;
-# - JS errors stay errors: ``(?i)``/``(?i:...)`` modifiers and ``(?P<...>``, ``(?#...)``,
+# - ``(?ims-ims:...)`` modifier groups (ES2025; the Node 24 that runs github-script accepts them)
+#   scope the flags to their group;
+# - JS errors stay errors: ``(?i)`` (flags without a group), ``(?P<...>``, ``(?#...)``,
 #   ``(?>...)``, possessive ``a*+``, ``a**``, ``{2}`` with nothing to repeat, out-of-order
 #   ranges and quantifier bounds, unterminated groups and classes, bad group names;
 # - named groups ``(?<x>...)`` become numbered groups; a backreference to a group that has not
@@ -603,7 +605,7 @@ class _JsRegexParser:
             self.group_names[name] = self.opened
             kind, quantifiable = "(", True
         elif src.startswith("(?", start):
-            raise self.fail("Invalid group")
+            return self.modifier_group()
         else:
             self.pos += 1
             self.opened += 1
@@ -616,6 +618,35 @@ class _JsRegexParser:
         if number is not None:
             self.closed.add(number)
         return f"{kind}{body})", quantifiable
+
+    def modifier_group(self) -> tuple[str, bool]:
+        """``(?ims-ims:...)``: flags scoped to the group (ES2025 modifiers, V8 12.5+)."""
+        m = re.match(r"\(\?([a-z]*)(?:-([a-z]*))?:", self.src[self.pos :])
+        if not m:
+            raise self.fail("Invalid group")
+        add, remove = m.group(1), m.group(2) or ""
+        both = add + remove
+        if (
+            (m.group(2) is not None and not both)
+            or set(both) - set("ims")
+            or len(set(both)) != len(both)
+        ):
+            raise self.fail("Invalid regular expression modifiers")
+        self.pos += m.end()
+        saved = (self.ignore_case, self.multiline, self.dot_all)
+        for flag, on in [(f, True) for f in add] + [(f, False) for f in remove]:
+            if flag == "i":
+                self.ignore_case = on
+            elif flag == "m":
+                self.multiline = on
+            else:
+                self.dot_all = on
+        body = self.disjunction()
+        self.ignore_case, self.multiline, self.dot_all = saved
+        if self.peek() != ")":
+            raise self.fail("Unterminated group")
+        self.pos += 1
+        return f"(?:{body})", True
 
     def group_name(self) -> str:
         end = self.src.find(">", self.pos)
@@ -674,6 +705,8 @@ class _JsRegexParser:
         Returns None for ``\\c`` without a control letter: then the backslash is literal.
         """
         ch = self.peek()
+        if ch == "":
+            raise self.fail("\\ at end of pattern")
         controls = {"f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
         if ch in controls:
             self.pos += 1
@@ -702,8 +735,6 @@ class _JsRegexParser:
                 return chr(int(m.group(1), 16))
         if ch == "k" and self.has_named:
             raise self.fail("Invalid named reference")
-        if ch == "":
-            raise self.fail("\\ at end of pattern")
         self.pos += 1
         return ch  # identity escape (Annex B: any character but "c")
 
