@@ -10,6 +10,8 @@ candidate (see ``ir`` and docs/deviations-trajectory.md).
 
 from __future__ import annotations
 
+# Built-ins register first whichever family is imported first: registry order is plan order.
+from graders import builtin  # noqa: F401
 from graders.registry import GraderSpec, register
 from graders.trajectory import constraints, objectives, provenance, reference, rqa, sequence
 from graders.trajectory.ir import TrajectoryFn, with_limits
