@@ -25,6 +25,7 @@ Record = dict[str, Any]
 Raw = Any
 
 MAX_TRAJECTORY_ITEMS: Final = 5000
+_MAX_SAFE: Final = 2**53
 IR_COLLECTION_KEYS: Final = (
     "events", "states", "actions", "toolCalls", "observations", "resources",
     "provenanceEdges", "objectives", "outputs",
@@ -130,6 +131,9 @@ def non_empty_str(value: Any) -> bool:
 
 
 def _finite_number(value: Any) -> float | int | None:
+    """``Number(value)`` when finite, else None."""
+    if type(value) is int and -_MAX_SAFE <= value <= _MAX_SAFE:
+        return value  # the common case, without the general conversion
     n = js_number(value)
     return n if math.isfinite(n) else None
 

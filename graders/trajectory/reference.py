@@ -11,7 +11,6 @@ minimum per row.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Final
 
 import numpy as np
@@ -38,8 +37,19 @@ def _argument_score(reference: Any, actual: Any) -> float:
     got = actual if is_record(actual) else {}
     # Key-sorted JSON compares values independently of key order; both sides are JSON data
     # here, so stable_stringify agrees with the reference's canonical().
-    hits = sum(1 for k, v in ref.items() if k in got and stable_stringify(got[k]) == stable_stringify(v))
+    hits = sum(1 for k, v in ref.items() if k in got and _same_json(got[k], v))
     return hits / len(ref)
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Canonical-JSON equality, with exact shortcuts for scalars (bool is never a number)."""
+    if isinstance(a, str) and isinstance(b, str):
+        return a == b
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b  # 1 and 1.0 both print "1"; -0.0 and 0 both print "0"
+    return stable_stringify(a) == stable_stringify(b)
 
 
 def tool_wise_score(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
@@ -83,6 +93,9 @@ def tool_wise_score(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
 
 def dtw_distance(reference: list[str], path: list[str]) -> int:
     """DTW distance with cost 0 on equal ids and 1 otherwise."""
+    # DTW with a symmetric cost is symmetric: loop over the shorter side, vectorize the longer.
+    if len(path) < len(reference):
+        reference, path = path, reference
     codes: dict[str, int] = {}
     ref = np.array([codes.setdefault(s, len(codes)) for s in reference], dtype=np.int64)
     obs = np.array([codes.setdefault(s, len(codes)) for s in path], dtype=np.int64)
@@ -131,12 +144,12 @@ def trajectory_ndtw(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
     }
 
 
-_DOT_SLASH = re.compile(r"\A\./")
-_SLASHES = re.compile(r"\A/+")
-
-
 def _normalize_path(value: str) -> str:
-    return _SLASHES.sub("", _DOT_SLASH.sub("", js_trim(value), count=1), count=1)
+    """``trim()``, then one leading ``./``, then every leading ``/``."""
+    text = js_trim(value)
+    if text.startswith("./"):
+        text = text[2:]
+    return text.lstrip("/")
 
 
 def code_search_recall(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
@@ -158,11 +171,8 @@ def code_search_recall(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
     resources = ir.get("resources")
     if not isinstance(resources, list) or not all(is_record(r) for r in resources):
         return unavailable("unavailable: trace lacks well-formed resources")
-    located = {
-        _normalize_path(r["uri"])
-        for r in resources
-        if r.get("kind") == "file" and isinstance(r.get("uri"), str) and _normalize_path(r["uri"]) != ""
-    }
+    located = {_normalize_path(r["uri"]) for r in resources if r.get("kind") == "file" and isinstance(r.get("uri"), str)}
+    located.discard("")
     wanted = list(dict.fromkeys(_normalize_path(f) for f in required))  # distinct, first-seen order
     missed = [f for f in wanted if f not in located]
     found = len(wanted) - len(missed)

@@ -9,7 +9,8 @@ The reference walks the full n x n matrix in O(n²) scalar steps. Here:
 - RR and the vertical-line statistics (LAM, TT) come from symbol counts and the maximal
   blocks of equal consecutive symbols, in O(n): a column j of symbol s sees every block of s
   as one vertical line, except its own block, which row j splits in two;
-- diagonal lines (DET) come from a vectorized numpy pass over the diagonals, in chunks.
+- diagonal lines (DET) come from the equal pairs only when they are few (sorted by diagonal,
+  runs cut with numpy), else from a vectorized numpy sweep over the diagonals, in chunks.
 tests/graders/trajectory/test_rqa.py proves both equal to plain transcriptions.
 """
 
@@ -31,6 +32,8 @@ VMIN: Final = 2
 _TOP: Final = 5
 # Diagonals handled per numpy chunk: bounds the temporary matrix to ~_CHUNK x n booleans.
 _CHUNK: Final = 256
+# Up to this many equal pairs per visit, walking the pairs beats sweeping all n²/2 cells.
+_PAIR_LIMIT_PER_ITEM: Final = 64
 
 
 def symbol_codes(sequence: list[str]) -> npt.NDArray[np.int64]:
@@ -52,9 +55,49 @@ class DiagonalStats:
 
 
 def diagonal_stats(sequence: list[str]) -> DiagonalStats:
-    """Diagonal-line statistics of the upper triangle, counted symmetrically."""
+    """Diagonal-line statistics of the upper triangle, counted symmetrically.
+
+    Sparse recurrences (few equal pairs) are handled pair by pair; dense ones by sweeping
+    every diagonal. Both give identical results; the choice is only about speed.
+    """
     n = len(sequence)
     codes = symbol_codes(sequence)
+    pairs = sum(c * (c - 1) // 2 for c in Counter(sequence).values())
+    if pairs <= _PAIR_LIMIT_PER_ITEM * n:
+        return _diagonal_stats_from_pairs(codes, pairs)
+    return _diagonal_stats_by_sweep(codes)
+
+
+def _diagonal_stats_from_pairs(codes: npt.NDArray[np.int64], pairs: int) -> DiagonalStats:
+    """Only the equal pairs (i < j): sort them by (diagonal, row) and cut runs of consecutive rows."""
+    n = len(codes)
+    if pairs == 0:
+        return DiagonalStats(0, 0, [])
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    bounds = np.flatnonzero(np.diff(sorted_codes)) + 1
+    rows: list[npt.NDArray[np.int64]] = []
+    cols: list[npt.NDArray[np.int64]] = []
+    for positions in np.split(order, bounds):
+        if len(positions) > 1:
+            a, b = np.triu_indices(len(positions), 1)
+            rows.append(positions[a])
+            cols.append(positions[b])
+    i = np.concatenate(rows)
+    j = np.concatenate(cols)
+    # One key per matrix cell; the n + 1 stride keeps diagonals from touching.
+    keys = np.sort((j - i) * (n + 1) + i)
+    breaks = np.flatnonzero(np.diff(keys) != 1)
+    starts = np.concatenate(([0], breaks + 1))
+    ends = np.concatenate((breaks + 1, [len(keys)]))
+    lengths = ends - starts
+    longs = lengths[lengths >= LMIN]
+    top = sorted((int(x) for x in np.sort(longs)[-_TOP:]), reverse=True)
+    return DiagonalStats(2 * pairs, 2 * int(longs.sum()), top)
+
+
+def _diagonal_stats_by_sweep(codes: npt.NDArray[np.int64]) -> DiagonalStats:
+    n = len(codes)
     # Padding with values no symbol has makes every comparison past the end non-recurrent,
     # so each diagonal d is simply row d-1 of a (k x n) comparison.
     padded = np.concatenate([codes, -1 - np.arange(n, dtype=np.int64)])
@@ -76,7 +119,8 @@ def diagonal_stats(sequence: list[str]) -> DiagonalStats:
             diagonal_points += 2 * int(longs.sum())
             long_lines.append(np.sort(longs)[-_TOP:])
     top = sorted((int(x) for chunk in long_lines for x in chunk), reverse=True)[:_TOP]
-    return DiagonalStats(recurrent_points(sequence), diagonal_points, top)
+    counts = np.bincount(codes)
+    return DiagonalStats(int((counts * (counts - 1)).sum()), diagonal_points, top)
 
 
 @dataclass(frozen=True)

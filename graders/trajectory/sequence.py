@@ -5,7 +5,7 @@ Both run over the event symbols of ``ir.event_symbols`` (sorted by ``index``).
 LZ76 follows the Kaspar–Schuster parsing the reference uses, but instead of its pointer loop
 (O(n²) scalar steps) each phrase is found directly: the phrase starting at P extends the
 longest prefix of s[P:] that also starts at some p < P (overlap allowed). That length is
-monotone, so a binary search over C-speed ``str.find`` calls finds it.
+monotone, so a galloping then binary search over C-speed ``str.find`` calls finds it.
 """
 
 from __future__ import annotations
@@ -54,8 +54,20 @@ def lz76_complexity(sequence: list[str]) -> int:
     complexity = 1
     prefix = 1
     while prefix < n:
-        # Longest L such that text[prefix:prefix+L] starts somewhere before `prefix`.
-        lo, hi = 0, n - prefix
+        # Longest L such that text[prefix:prefix+L] starts somewhere before `prefix`. Phrases
+        # are short, so gallop (1, 2, 4, ...) before bisecting.
+        limit = n - prefix
+        lo, step = 0, 1
+        while True:
+            probe = min(limit, lo + step)
+            if text.find(text[prefix : prefix + probe], 0, prefix + probe - 1) == -1:
+                hi = probe - 1
+                break
+            lo = probe
+            if lo == limit:
+                hi = lo
+                break
+            step *= 2
         while lo < hi:
             mid = (lo + hi + 1) // 2
             if text.find(text[prefix : prefix + mid], 0, prefix + mid - 1) != -1:

@@ -74,9 +74,13 @@ sequences = st.lists(st.sampled_from("ABCD"), min_size=0, max_size=40)
 @given(sequences)
 def test_diagonal_stats_equal_naive(seq: list[str]) -> None:
     total, points, longs = naive.rqa_diagonal(seq)
-    stats = rqa.diagonal_stats(seq)
-    assert (stats.recurrent_points, stats.diagonal_points) == (total, points)
-    assert stats.top_lines == sorted(longs, reverse=True)[:5]
+    codes = rqa.symbol_codes(seq)
+    pairs = total // 2
+    # Both strategies (pair walk and diagonal sweep) must agree with the plain walk.
+    for stats in (rqa.diagonal_stats(seq), rqa._diagonal_stats_from_pairs(codes, pairs),
+                  rqa._diagonal_stats_by_sweep(codes)):
+        assert (stats.recurrent_points, stats.diagonal_points) == (total, points)
+        assert stats.top_lines == sorted(longs, reverse=True)[:5]
 
 
 @settings(max_examples=300, deadline=None)
