@@ -149,7 +149,7 @@ try:  # a real V8 (mini-racer) when installed; the differential test is skipped 
 
     _V8: MiniRacer | None = MiniRacer()
     _V8.eval(
-        'function probe(p, s) { let r; try { r = new RegExp(p, "i"); } catch (e) { return null; }'
+        "function probe(p, s, f) { let r; try { r = new RegExp(p, f); } catch (e) { return null; }"
         " return s.map(x => r.test(x)); }"
     )
 except Exception:  # pragma: no cover - optional dependency
@@ -158,19 +158,20 @@ except Exception:  # pragma: no cover - optional dependency
 _ATOMS = [*"ab.AZkK$^|*+?{}[]()-,\\/0129", r"\d", r"\w", r"\s", r"\D", r"\b", r"\B", r"\Z", "(?:", "(?=",
           "(?!", "(?<n>", r"\k<n>", r"\1", "{2}", "{1,3}", "{,2}", "[^", r"\u0041", r"\x4a", r"\c", r"\cA",
           "\u017f", "\u0131", "\u00e9", "\u00c9", "\u212a", "\U0001f600", "\n", "(?i)", "(?i:", "(?-i:", "[^]", "[]"]
-_SUBJECTS = ["", "a", "A", "ab", "aB{}", "k", "K", "\u212a", "\u017f", "Z", "\n", "a\n", "12", "A-Z", "\u00e9",
+_SUBJECTS = ["", "a", "A", "ab", "aB{}", "b\na", "a\r\nb", "\u2028a", "k", "K", "\u212a", "\u017f", "Z", "\n", "a\n", "12", "A-Z", "\u00e9",
              "\u00c9", "\U0001f600", "\\c", "x\x01", "{,2}", "aa", "abab", "kK", "-", " ", "\x1c", "I", "\u0131"]
 
 
 @pytest.mark.skipif(_V8 is None, reason="mini-racer (V8) is not installed")
 @settings(max_examples=400, deadline=None)
-@given(st.lists(st.sampled_from(_ATOMS), min_size=1, max_size=8))
-def test_translation_agrees_with_v8(atoms: list[str]) -> None:
+@given(st.lists(st.sampled_from(_ATOMS), min_size=1, max_size=8), st.sampled_from(["i", "i", "", "m", "is", "ims"]))
+def test_translation_agrees_with_v8(atoms: list[str], flags: str) -> None:
     pattern = "".join(atoms)
     assert _V8 is not None
-    expected = json.loads(_V8.eval(f"JSON.stringify(probe({json.dumps(pattern)}, {json.dumps(_SUBJECTS)}))"))
+    call = f"probe({json.dumps(pattern)}, {json.dumps(_SUBJECTS)}, {json.dumps(flags)})"
+    expected = json.loads(_V8.eval(f"JSON.stringify({call})"))
     try:
-        regex = compile_js_regex(pattern, "i")
+        regex = compile_js_regex(pattern, flags)
     except JsRegexError as exc:
         if "untranslatable" in str(exc) and "look-behind" in str(exc):
             return  # documented limit: Python needs fixed-width lookbehind

@@ -71,3 +71,23 @@ def test_read_trajectory_ir_file(tmp_path) -> None:
 def test_non_record_config_is_empty() -> None:
     trace = {"toolCalls": [{"name": "x"}]}
     assert run("skill-constraint-coverage", trace, config=[1])["message"] == "not applicable: no constraints configured"
+
+
+def test_grade_trace_passes_file_ir_to_every_grader() -> None:
+    from graders.engine import grade_trace
+    from graders.plan import default_plan
+
+    results = {r["id"]: r for r in grade_trace({"toolCalls": []} | _EMPTY_TRACE, default_plan(),
+                                               file_ir={"states": list("AAAA")})}
+    assert results["recurrence-rate"]["value"] == 1
+    assert results["recurrence-rate"]["status"] == "pass" and results["recurrence-rate"]["passed"] is None
+    without = {r["id"]: r for r in grade_trace({"toolCalls": []} | _EMPTY_TRACE, default_plan())}
+    assert without["recurrence-rate"]["message"] == "not applicable: fewer than two canonical state visits"
+
+
+_EMPTY_TRACE = {
+    "tokenUsageEntries": [], "agentUsage": None, "mcpGatewayEntries": [], "agentOutput": None,
+    "nativeToolCalls": [], "gatewayRequests": [], "retryEvents": [], "errorEvents": [], "steps": [],
+    "totalInputTokens": 0, "totalOutputTokens": 0, "totalDurationMs": 0, "totalRequests": 0,
+    "files": [], "artifacts": [],
+}
