@@ -101,7 +101,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for n in (200, 5000):
         ir = synthetic_ir(n)
-        trace = {"toolCalls": [], "agentOutput": None, "trajectoryIR": ir}
+        trace: dict[str, Any] = {"toolCalls": [], "agentOutput": None, "trajectoryIR": ir}
         repeat = 2 if quick and n > 200 else 5
         baselines = _naive_baselines(ir) if not (quick and n > 200) else {}
         total = 0.0

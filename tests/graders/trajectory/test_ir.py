@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from graders import registry
 from graders.preprocess import read_trajectory_ir_file
 from graders.registry import GraderContext
@@ -85,7 +87,7 @@ def test_grade_trace_passes_file_ir_to_every_grader() -> None:
     assert without["recurrence-rate"]["message"] == "not applicable: fewer than two canonical state visits"
 
 
-_EMPTY_TRACE = {
+_EMPTY_TRACE: dict[str, Any] = {
     "tokenUsageEntries": [], "agentUsage": None, "mcpGatewayEntries": [], "agentOutput": None,
     "nativeToolCalls": [], "gatewayRequests": [], "retryEvents": [], "errorEvents": [], "steps": [],
     "totalInputTokens": 0, "totalOutputTokens": 0, "totalDurationMs": 0, "totalRequests": 0,
