@@ -10,7 +10,8 @@ The reference walks the full n x n matrix in O(n²) scalar steps. Here:
   blocks of equal consecutive symbols, in O(n): a column j of symbol s sees every block of s
   as one vertical line, except its own block, which row j splits in two;
 - diagonal lines (DET) come from the equal pairs only when they are few (sorted by diagonal,
-  runs cut with numpy), else from a vectorized numpy sweep over the diagonals, in chunks.
+  runs cut with numpy), else from a bit-parallel pass: each diagonal is one big integer built
+  from the bit planes of the symbol codes.
 tests/graders/trajectory/test_rqa.py proves both equal to plain transcriptions.
 """
 
@@ -30,10 +31,8 @@ from graders.trajectory.ir import Raw, Record, Trace, candidates, state_visits, 
 LMIN: Final = 2
 VMIN: Final = 2
 _TOP: Final = 5
-# Diagonals handled per numpy chunk: bounds the temporary matrix to ~_CHUNK x n booleans.
-_CHUNK: Final = 256
-# Up to this many equal pairs per visit, walking the pairs beats sweeping all n²/2 cells.
-_PAIR_LIMIT_PER_ITEM: Final = 64
+# Up to this many equal pairs per visit, walking the pairs beats the bit-parallel pass.
+_PAIR_LIMIT_PER_ITEM: Final = 32
 
 
 def symbol_codes(sequence: list[str]) -> npt.NDArray[np.int64]:
@@ -57,15 +56,15 @@ class DiagonalStats:
 def diagonal_stats(sequence: list[str]) -> DiagonalStats:
     """Diagonal-line statistics of the upper triangle, counted symmetrically.
 
-    Sparse recurrences (few equal pairs) are handled pair by pair; dense ones by sweeping
-    every diagonal. Both give identical results; the choice is only about speed.
+    Sparse recurrences (few equal pairs) are handled pair by pair; dense ones bit-parallel.
+    Both give identical results; the choice is only about speed.
     """
     n = len(sequence)
     codes = symbol_codes(sequence)
     pairs = sum(c * (c - 1) // 2 for c in Counter(sequence).values())
     if pairs <= _PAIR_LIMIT_PER_ITEM * n:
         return _diagonal_stats_from_pairs(codes, pairs)
-    return _diagonal_stats_by_sweep(codes)
+    return _diagonal_stats_by_bit_planes(codes)
 
 
 def _diagonal_stats_from_pairs(codes: npt.NDArray[np.int64], pairs: int) -> DiagonalStats:
@@ -96,31 +95,44 @@ def _diagonal_stats_from_pairs(codes: npt.NDArray[np.int64], pairs: int) -> Diag
     return DiagonalStats(2 * pairs, 2 * int(longs.sum()), top)
 
 
-def _diagonal_stats_by_sweep(codes: npt.NDArray[np.int64]) -> DiagonalStats:
+def _bit_planes(codes: npt.NDArray[np.int64]) -> list[int]:
+    """Plane b is an integer whose bit i is bit b of codes[i]."""
+    planes: list[int] = []
+    if codes.size == 0:
+        return planes
+    for b in range(int(codes.max()).bit_length()):
+        bits = np.packbits(((codes >> b) & 1).astype(np.uint8), bitorder="little")
+        planes.append(int.from_bytes(bits.tobytes(), "little"))
+    return planes
+
+
+def _diagonal_stats_by_bit_planes(codes: npt.NDArray[np.int64]) -> DiagonalStats:
+    """Every diagonal as one big integer: bit i of ``eq`` is set iff seq[i] == seq[i + d].
+
+    Two codes are equal iff every bit plane agrees, so a diagonal costs O(log k) big-integer
+    operations (k symbols), not O(n) Python steps. Run lengths are only extracted from a
+    diagonal that could hold a line longer than the current fifth-longest.
+    """
     n = len(codes)
-    # Padding with values no symbol has makes every comparison past the end non-recurrent,
-    # so each diagonal d is simply row d-1 of a (k x n) comparison.
-    padded = np.concatenate([codes, -1 - np.arange(n, dtype=np.int64)])
-    windows = np.lib.stride_tricks.sliding_window_view(padded, n)
-    diagonal_points = 0
-    long_lines: list[npt.NDArray[np.int64]] = []
-    for start in range(1, n, _CHUNK):
-        stop = min(n, start + _CHUNK)
-        eq = codes[None, :] == windows[start:stop]  # eq[r, i]: seq[i] == seq[i + start + r]
-        if not eq.any():
+    planes = _bit_planes(codes)
+    points = 0
+    top: list[int] = []
+    for d in range(1, n):
+        valid = (1 << (n - d)) - 1
+        diff = 0
+        for plane in planes:
+            diff |= plane ^ (plane >> d)
+        eq = valid & ~diff
+        in_lines = eq & ((eq << 1) | (eq >> 1))  # recurrent points on lines of length >= 2
+        if not in_lines:
             continue
-        # A False column between diagonals keeps runs from joining across rows.
-        flat = np.zeros((stop - start, n + 1), dtype=np.int8)
-        flat[:, :n] = eq
-        edges = np.diff(np.concatenate([[0], flat.ravel(), [0]]))
-        lengths = np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
-        longs = lengths[lengths >= LMIN]
-        if longs.size:
-            diagonal_points += 2 * int(longs.sum())
-            long_lines.append(np.sort(longs)[-_TOP:])
-    top = sorted((int(x) for chunk in long_lines for x in chunk), reverse=True)[:_TOP]
+        points += in_lines.bit_count()
+        # eq & (eq >> T) is non-zero whenever a line longer than T exists (a cheap pre-filter).
+        if len(top) < _TOP or eq & (eq >> top[-1]):
+            runs = [len(r) for r in bin(in_lines)[2:].split("0") if r]
+            top = sorted(top + runs, reverse=True)[:_TOP]
     counts = np.bincount(codes)
-    return DiagonalStats(int((counts * (counts - 1)).sum()), diagonal_points, top)
+    return DiagonalStats(int((counts * (counts - 1)).sum()), 2 * points, top)
 
 
 @dataclass(frozen=True)

@@ -76,9 +76,9 @@ def test_diagonal_stats_equal_naive(seq: list[str]) -> None:
     total, points, longs = naive.rqa_diagonal(seq)
     codes = rqa.symbol_codes(seq)
     pairs = total // 2
-    # Both strategies (pair walk and diagonal sweep) must agree with the plain walk.
+    # Both strategies (pair walk and bit-parallel diagonals) must agree with the plain walk.
     for stats in (rqa.diagonal_stats(seq), rqa._diagonal_stats_from_pairs(codes, pairs),
-                  rqa._diagonal_stats_by_sweep(codes)):
+                  rqa._diagonal_stats_by_bit_planes(codes)):
         assert (stats.recurrent_points, stats.diagonal_points) == (total, points)
         assert stats.top_lines == sorted(longs, reverse=True)[:5]
 
@@ -93,8 +93,8 @@ def test_vertical_stats_equal_naive(seq: list[str]) -> None:
     assert stats.top_lines == sorted(longs, reverse=True)[:5]
 
 
-def test_diagonal_chunks_cover_long_sequences() -> None:
-    seq = list("AB" * 300 + "C" * 50)  # more diagonals than one numpy chunk
+def test_dense_long_sequence() -> None:
+    seq = list("AB" * 300 + "C" * 50)  # dense: takes the bit-parallel path
     total, points, longs = naive.rqa_diagonal(seq)
     stats = rqa.diagonal_stats(seq)
     assert (stats.recurrent_points, stats.diagonal_points) == (total, points)
