@@ -97,6 +97,11 @@ def _naive_baselines(ir: dict[str, Any]) -> dict[str, Callable[[], Any]]:
     }
 
 
+def _row(name: str, seconds: float) -> dict[str, Any]:
+    return {"part": "trajectory", "name": name, "value": seconds * 1000, "unit": "cpu ms",
+            "baseline": None, "ratio": None}
+
+
 def run(quick: bool) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for n in (200, 5000):
@@ -113,11 +118,11 @@ def run(quick: bool) -> list[dict[str, Any]]:
             fn = spec.fn
             seconds = _best(functools.partial(fn, trace, ctx), repeat)
             total += seconds
-            row: dict[str, Any] = {"name": f"{grader_id} n={n}", "value": seconds * 1000, "unit": "cpu ms"}
+            row = _row(f"{grader_id} n={n}", seconds)
             if grader_id in baselines:
                 base = _best(baselines[grader_id], 1)
                 row["baseline"] = base * 1000
                 row["ratio"] = base / seconds if seconds else None
             rows.append(row)
-        rows.append({"name": f"all 22 trajectory graders n={n}", "value": total * 1000, "unit": "cpu ms"})
+        rows.append(_row(f"all 22 trajectory graders n={n}", total))
     return rows
