@@ -96,3 +96,21 @@ def entropy_bits(seq: list[str]) -> float:
         prev_counts[a] = prev_counts.get(a, 0) + 1
     t = len(seq) - 1
     return sum(c / t * math.log2(prev_counts[a] / c) for (a, _), c in pairs.items())
+
+
+def has_root(start: str, roots: set[str], edges: list[tuple[str, str]]) -> bool:
+    """The reference's per-output depth-first search backwards (to -> from) over the edges."""
+    parents: dict[str, list[str]] = {}
+    for src, dst in edges:
+        parents.setdefault(dst, []).append(src)
+    pending = [start]
+    seen: set[str] = set()
+    while pending:
+        current = pending.pop()
+        if current in roots:
+            return True
+        if current in seen:
+            continue
+        seen.add(current)
+        pending.extend(parents.get(current, []))
+    return False

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graders.trajectory import provenance
+from tests.graders.trajectory import naive
 from tests.graders.trajectory.helpers import ir_trace, run
 
 
@@ -62,3 +67,19 @@ def test_grounding_accuracy() -> None:
     assert run("grounding-accuracy", trace)["message"] == (
         "unavailable: every action requires a boolean validAtIssueTime"
     )
+
+
+_nodes = st.sampled_from(["t1", "o1", "a1", "a2", "a3", "out1", "out2"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_nodes, _nodes), max_size=12), st.sets(st.sampled_from(["t1", "o1", "a2"])))
+def test_one_pass_reachability_equals_per_output_search(edges: list[tuple[str, str]], roots: set[str]) -> None:
+    ir = {
+        "toolCalls": [{"id": r} for r in sorted(roots) if r.startswith("t")] + [{"id": ""}, 3],
+        "observations": [{"id": r} for r in sorted(roots) if not r.startswith("t")],
+        "provenanceEdges": [{"from": a, "to": b} for a, b in edges] + [{"from": "", "to": "a1"}, None],
+    }
+    grounded = provenance._grounded_nodes(ir)
+    for node in ["t1", "o1", "a1", "a2", "a3", "out1", "out2"]:
+        assert (node in grounded) == naive.has_root(node, roots, edges)
