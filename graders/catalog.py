@@ -1,3 +1,6 @@
 """Imports every grader family so that the registry is complete."""
 
-from graders import builtin  # noqa: F401
+from graders import (
+    builtin,  # noqa: F401
+    trajectory,  # noqa: F401
+)

@@ -68,11 +68,13 @@ def grade_trace(
     plan: GradingPlan,
     executors: Mapping[str, Executor] | None = None,
     only: frozenset[str] | None = None,
+    file_ir: Any = None,
 ) -> list[dict[str, Any]]:
     """Every enabled grader of ``plan`` (or those in ``only``), in manifest order.
 
     ``run.graderCount`` is always the plan's enabled count, also when the pipeline grades one
-    family at a time.
+    family at a time. ``file_ir`` is the parsed ``trajectory_ir.json``
+    (``preprocess.read_trajectory_ir_file``).
     """
     enabled = plan.enabled
     results = []
@@ -80,7 +82,7 @@ def grade_trace(
         if only is not None and entry.id not in only:
             continue
         config = entry.config if entry.config is not None else {}
-        ctx = GraderContext(config=config, grader_count=len(enabled))
+        ctx = GraderContext(config=config, grader_count=len(enabled), file_ir=file_ir)
         results.append(grade_one(entry, trace, ctx, executors))
     return results
 

@@ -26,6 +26,7 @@ GATEWAY_PATHS: Final = ("mcp-logs/gateway.jsonl", "mcp-logs/mcp-gateway.jsonl", 
 AGENT_OUTPUT_PATHS: Final = ("agent_output.json", "agent-output/agent_output.json")
 SESSION_STATE_DIR: Final = "sandbox/agent/logs/copilot-session-state"
 EVALS_PATH: Final = "evals.jsonl"
+TRAJECTORY_IR_PATH: Final = "agent/graders/trajectory_ir.json"
 
 _RETRY = re.compile(r"retry|retrying", re.IGNORECASE)
 
@@ -87,6 +88,18 @@ def _read_json(files: RunFiles, rel: str | None, report: PreprocessReport) -> An
     if value is None and data.strip() != b"null":
         report.warnings.append(f"{rel}: not valid JSON, treated as absent")
     return value
+
+
+def read_trajectory_ir_file(files: RunFiles, report: PreprocessReport | None = None) -> Any:
+    """The parsed ``agent/graders/trajectory_ir.json``, or None when absent, oversized or invalid.
+
+    gh-aw writes this file but never reads it; we use it as the last IR candidate of the
+    trajectory graders (docs/deviations-trajectory.md). It is not part of the trace object.
+    """
+    report = report if report is not None else PreprocessReport()
+    if not _readable(files, TRAJECTORY_IR_PATH, report):
+        return None
+    return _read_json(files, TRAJECTORY_IR_PATH, report)
 
 
 def events_files(files: RunFiles) -> list[str]:

@@ -16,10 +16,15 @@ Family = Literal["builtin", "trajectory"]
 
 @dataclass(frozen=True)
 class GraderContext:
-    """What a grader sees besides the trace: its ``config`` and the run's grader count."""
+    """What a grader sees besides the trace: its ``config`` and the run's grader count.
+
+    ``file_ir`` is the run's ``agent/graders/trajectory_ir.json`` when present (the
+    trajectory graders use it as their last IR candidate; docs/deviations-trajectory.md).
+    """
 
     config: Any = field(default_factory=dict)
     grader_count: int = 0
+    file_ir: Any = None
 
 
 # A grader returns what a gh-aw grader returns: a number, None, or a result record

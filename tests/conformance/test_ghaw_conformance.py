@@ -71,3 +71,25 @@ def test_grader_results(case: Case):
             problems.append(f"{want['id']}: {'; '.join(diff)}")
     assert compared >= 10
     assert not problems, "\n".join(problems)
+
+
+def test_details_agreement():
+    """Secondary score: ``details`` strings (JS toFixed rounding included) of every compared grader."""
+    agree = total = 0
+    mismatches = []
+    for case in CASES:
+        if case.name in NULL_LINE_CRASH:
+            continue
+        _, _, results = _grade(case)
+        by_id = {r["id"]: r for r in results}
+        for want in case.expected["results"]:
+            if registry.get(want["id"]) is None:
+                continue
+            total += 1
+            got = by_id.get(want["id"], {}).get("details")
+            if got == want.get("details"):
+                agree += 1
+            else:
+                mismatches.append(f"{case.name} {want['id']}: {got!r} != {want.get('details')!r}")
+    print(f"details agree on {agree}/{total} (case, grader) pairs")
+    assert agree == total, "\n".join(mismatches[:20])
