@@ -1,0 +1,265 @@
+"""Custom inline JavaScript graders in embedded V8 (graders.md §9), via mini-racer.
+
+gh-aw runs each inline grader in a ``node:vm`` context inside a fresh ``node`` worker process. Here
+the same contract runs in-process: the script is compiled as a function body with ``"use strict"``
+and the parameters ``(trace, run, workflow, config, helpers, Math)``; the data it sees is JSON
+round-tripped and deep-frozen; ``Date``, ``eval``, ``Function``, wasm, shared memory and timers are
+gone and string code generation is disabled by a V8 flag; the call has a 5 s time limit and a heap
+limit; the result is serialized to JSON inside V8 and capped at 1 MiB.
+
+Isolation: mini-racer binds one V8 context to one isolate and offers no way to create a second
+context in an isolate (ShadowRealm is "Not supported" without embedder hooks). So every evaluation
+gets a fresh isolate (about 10 ms), and nothing (prototype pollution, script-scope bindings, queued
+promise jobs, a half-exhausted heap) can survive into the next run. V8 itself is started once per
+process, with its flags, by ``setup()``.
+
+If V8 cannot start, every inline grader fails closed with an error result; there is no unsandboxed
+fallback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+from graders.js_bootstrap import BOOTSTRAP_JS
+from graders.jscompat import UNDEFINED
+from graders.jsonio import JsonError, parse_json
+from graders.registry import GraderContext
+
+if TYPE_CHECKING:
+    from graders.plan import PlanEntry
+
+V8_FLAGS: Final = ("--single-threaded", "--disallow-code-generation-from-strings")
+SCRIPT_TIMEOUT_MS: Final = 5000
+BOOTSTRAP_TIMEOUT_MS: Final = 1000
+WORKER_TIMEOUT_MS: Final = 6000  # gh-aw's whole-worker budget; a promise job running past it is killed
+HEAP_LIMIT_BYTES: Final = 256 * 1024 * 1024
+MAX_RESULT_BYTES: Final = 1024 * 1024
+PARAMS: Final = "trace, run, workflow, config, helpers, Math"
+_ERROR_LINE: Final = re.compile(r"^(?:[A-Za-z]*Error|Uncaught [A-Za-z]*Error): (.*)$", re.M)
+
+
+class JsGraderError(RuntimeError):
+    """A failed evaluation; the engine reports it as ``grader <id> runtime error: <message>``."""
+
+
+def _is_limit(exc: BaseException | None) -> bool:
+    """A time or heap limit fired: the isolate was terminated mid-task."""
+    if exc is None:
+        return False
+    from py_mini_racer import JSOOMException, JSTimeoutException
+
+    return isinstance(exc, (JSTimeoutException, JSOOMException))
+
+
+def _quiet_late_callbacks(previous: Any) -> Any:
+    """A task terminated by a limit reports back after its isolate is closed; mini-racer's ctypes
+    callback then fails with "Event loop is closed". Drop exactly that, pass everything else on."""
+
+    def hook(unraisable: Any) -> None:
+        exc = unraisable.exc_value
+        obj = getattr(unraisable, "object", None)
+        if (isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed"
+                and "mr_callback" in getattr(obj, "__qualname__", "")):
+            return
+        previous(unraisable)
+
+    return hook
+
+
+_init_lock = threading.Lock()
+_init_state: dict[str, str | None] = {}
+
+
+def _init_v8() -> str | None:
+    """Initialize V8 once per process with our flags; the reason it cannot run, or None."""
+    with _init_lock:
+        if "error" in _init_state:
+            return _init_state["error"]
+        error: str | None = None
+        try:
+            from py_mini_racer import LibAlreadyInitializedError, MiniRacer, init_mini_racer
+
+            sys.unraisablehook = _quiet_late_callbacks(sys.unraisablehook)
+            try:
+                init_mini_racer(flags=V8_FLAGS)
+            except LibAlreadyInitializedError:
+                pass  # someone else started V8 first: the probe below checks the flags took effect
+            with MiniRacer() as probe:
+                verdict = probe.eval('(() => { try { [].constructor.constructor("return 1")(); return "open"; }'
+                                     ' catch (e) { return "closed"; } })()', timeout_sec=2)
+            if verdict != "closed":
+                error = ("V8 was initialized without --disallow-code-generation-from-strings "
+                         "(mini-racer was started by another component first)")
+        except Exception as exc:  # no wheel, no native library, V8 refuses to start
+            error = f"{type(exc).__name__}: {exc}"
+        _init_state["error"] = error
+        return error
+
+
+def _js_default(value: Any) -> Any:
+    if value is UNDEFINED:
+        return None
+    raise TypeError(f"not JSON data: {type(value).__name__}")
+
+
+def payload_json(trace: Any, config: Any, grader_count: int) -> str:
+    """The worker payload as JSON.stringify would write it (NaN/Infinity become null)."""
+    payload = {"trace": trace if trace else {}, "run": {"graderCount": int(grader_count or 0)},
+               "workflow": {}, "config": config if config else {}}
+    try:
+        return orjson.dumps(payload, default=_js_default).decode("utf-8")
+    except (TypeError, orjson.JSONEncodeError):
+        # Lone surrogates or exotic values: the stdlib escapes what orjson refuses.
+        return json.dumps(payload, default=_js_default, allow_nan=False)
+
+
+def _js_error_message(exc: BaseException) -> str:
+    """``err.message`` out of mini-racer's "<anonymous>:L: TypeError: msg\\n<source>…" text."""
+    text = str(exc)
+    found = _ERROR_LINE.findall(text)
+    if found:
+        return str(found[-1]).strip()
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+class JsSandbox:
+    """The inline-grader executor ``(entry, trace, ctx) -> raw``; one per worker process."""
+
+    def __init__(self, timeout_ms: int = SCRIPT_TIMEOUT_MS, heap_limit_bytes: int = HEAP_LIMIT_BYTES,
+                 max_result_bytes: int = MAX_RESULT_BYTES) -> None:
+        self.timeout_ms = timeout_ms
+        self.heap_limit_bytes = heap_limit_bytes
+        self.max_result_bytes = max_result_bytes
+        self._unavailable: str | None = None
+        self._ready = False
+        self._lock = threading.Lock()
+        self.evaluations = 0
+        self.isolates_killed = 0  # timeouts, heap exhaustion, runaway promise jobs
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Start V8 (once per process, with our flags) and check it is sandboxed; idempotent."""
+        if not self._ready:
+            self._unavailable = _init_v8()
+            self._ready = True
+
+    @property
+    def unavailable_reason(self) -> str | None:
+        self.setup()
+        return self._unavailable
+
+    def close(self) -> None:
+        """Nothing outlives an evaluation; kept for the executor lifecycle (DoFn teardown)."""
+
+    def __enter__(self) -> JsSandbox:
+        self.setup()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _new_isolate(self) -> Any:
+        from py_mini_racer import MiniRacer
+
+        mr = MiniRacer()
+        try:
+            mr.set_hard_memory_limit(self.heap_limit_bytes)
+            mr.eval(BOOTSTRAP_JS, timeout_sec=BOOTSTRAP_TIMEOUT_MS / 1000)
+        except BaseException:
+            mr.close()
+            raise
+        return mr
+
+    def _dispose(self, mr: Any, killed: bool) -> None:
+        if killed:
+            self.isolates_killed += 1
+        mr.close()
+
+    # -- evaluation ------------------------------------------------------------------------------
+
+    def __call__(self, entry: PlanEntry, trace: dict[str, Any], ctx: GraderContext) -> Any:
+        return self.evaluate(entry.script, trace, ctx.config, ctx.grader_count)
+
+    def evaluate(self, script: str, trace: Any, config: Any = None, grader_count: int = 0) -> Any:
+        """The grader's raw result (JSON data, or UNDEFINED); raises JsGraderError on failure."""
+        self.setup()
+        if self._unavailable is not None:
+            raise JsGraderError(f"inline JavaScript sandbox unavailable: {self._unavailable}")
+        payload = payload_json(trace, config, grader_count)
+        with self._lock:  # one evaluation at a time per sandbox
+            self.evaluations += 1
+            mr = self._new_isolate()
+            killed = True
+            try:
+                result = self._run(mr, script, payload)
+                killed = False
+                return result
+            except JsGraderError as exc:
+                killed = _is_limit(exc.__cause__)
+                raise
+            finally:
+                self._dispose(mr, killed)  # never reused: the next run starts from a fresh isolate
+
+    def _run(self, mr: Any, script: str, payload: str) -> Any:
+        from py_mini_racer import JSOOMException, JSParseException, JSTimeoutException
+
+        started = time.monotonic()
+        try:
+            mr.eval(f"__fg.load({json.dumps(payload)})", timeout_sec=BOOTSTRAP_TIMEOUT_MS / 1000)
+        except JSTimeoutException as exc:
+            raise JsGraderError(f"Script execution timed out after {BOOTSTRAP_TIMEOUT_MS}ms") from exc
+        except JSOOMException as exc:
+            raise JsGraderError(self._oom_message()) from exc
+        source = (f'__fg.invoke((function ({PARAMS}) {{"use strict";\n{script}\n}}), '
+                  f"{self.max_result_bytes})")
+        try:
+            out = mr.eval(source, timeout_sec=self.timeout_ms / 1000)
+        except JSTimeoutException as exc:
+            raise JsGraderError(f"Script execution timed out after {self.timeout_ms}ms") from exc
+        except JSOOMException as exc:
+            raise JsGraderError(self._oom_message()) from exc
+        except JSParseException as exc:
+            raise JsGraderError(_js_error_message(exc)) from exc
+        except Exception as exc:  # JSEvalException and friends: something threw past the wrapper
+            raise JsGraderError(_js_error_message(exc)) from exc
+        self._drain_jobs(mr, started)
+        return self._decode(out)
+
+    def _drain_jobs(self, mr: Any, started: float) -> None:
+        """Promise jobs queued by the script run after the call returns; give them the rest of the
+        worker budget, like gh-aw's worker process, then give up on the run."""
+        from py_mini_racer import JSOOMException, JSTimeoutException
+
+        remaining = max(0.05, WORKER_TIMEOUT_MS / 1000 - (time.monotonic() - started))
+        try:
+            mr.eval("0", timeout_sec=remaining)
+        except JSTimeoutException as exc:
+            raise JsGraderError(f"script worker timed out after {WORKER_TIMEOUT_MS}ms") from exc
+        except JSOOMException as exc:
+            raise JsGraderError(self._oom_message()) from exc
+
+    def _decode(self, out: Any) -> Any:
+        if not isinstance(out, str):
+            raise JsGraderError("script worker returned an error")
+        if len(out.encode("utf-8", "surrogatepass")) > self.max_result_bytes:
+            raise JsGraderError(f"grader result exceeds the {self.max_result_bytes}-byte limit")
+        try:
+            parsed = parse_json(out)
+        except JsonError as exc:
+            raise JsGraderError(f"invalid script worker output: {exc}") from exc
+        if not isinstance(parsed, dict) or parsed.get("ok") is not True:
+            error = parsed.get("error") if isinstance(parsed, dict) else None
+            raise JsGraderError(error if isinstance(error, str) else "script worker returned an error")
+        return parsed.get("value", UNDEFINED)
+
+    def _oom_message(self) -> str:
+        return f"JavaScript heap out of memory (limit {self.heap_limit_bytes // (1024 * 1024)} MiB)"
