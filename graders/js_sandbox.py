@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 V8_FLAGS: Final = ("--single-threaded", "--disallow-code-generation-from-strings")
 SCRIPT_TIMEOUT_MS: Final = 5000
 BOOTSTRAP_TIMEOUT_MS: Final = 1000
-WORKER_TIMEOUT_MS: Final = 6000  # gh-aw's whole-worker budget; a promise job running past it is killed
+WORKER_OVERHEAD_MS: Final = 1000  # gh-aw spawns its worker with 5000 + 1000 ms; promise jobs get the rest
 HEAP_LIMIT_BYTES: Final = 256 * 1024 * 1024
 MAX_RESULT_BYTES: Final = 1024 * 1024
 PARAMS: Final = "trace, run, workflow, config, helpers, Math"
@@ -138,6 +138,7 @@ class JsSandbox:
         self.timeout_ms = timeout_ms
         self.heap_limit_bytes = heap_limit_bytes
         self.max_result_bytes = max_result_bytes
+        self.worker_timeout_ms = timeout_ms + WORKER_OVERHEAD_MS
         self._unavailable: str | None = None
         self._ready = False
         self._lock = threading.Lock()
@@ -239,11 +240,11 @@ class JsSandbox:
         worker budget, like gh-aw's worker process, then give up on the run."""
         from py_mini_racer import JSOOMException, JSTimeoutException
 
-        remaining = max(0.05, WORKER_TIMEOUT_MS / 1000 - (time.monotonic() - started))
+        remaining = max(0.05, self.worker_timeout_ms / 1000 - (time.monotonic() - started))
         try:
             mr.eval("0", timeout_sec=remaining)
         except JSTimeoutException as exc:
-            raise JsGraderError(f"script worker timed out after {WORKER_TIMEOUT_MS}ms") from exc
+            raise JsGraderError(f"script worker timed out after {self.worker_timeout_ms}ms") from exc
         except JSOOMException as exc:
             raise JsGraderError(self._oom_message()) from exc
 
