@@ -320,3 +320,14 @@ def test_load_graders_dir(tmp_path: Path) -> None:
     (tmp_path / "beta.yml").write_text("{}")
     with pytest.raises(GradersConfigError, match="two graders configurations for workflow 'beta'"):
         load_graders_dir(tmp_path)
+
+
+def test_plain_files_hold_the_map_itself(tmp_path: Path) -> None:
+    f = tmp_path / "w.yaml"
+    f.write_text("{}\n")
+    assert _ids(load_graders(f)) == list(BUILTIN_IDS)
+    f.write_text("- loops\n")
+    with pytest.raises(GradersConfigError, match="^graders must be a map of grader IDs"):
+        load_graders(f)
+    f.write_text("")
+    assert load_graders(f) == default_plan()
