@@ -327,7 +327,19 @@ def test_plain_files_hold_the_map_itself(tmp_path: Path) -> None:
     f.write_text("{}\n")
     assert _ids(load_graders(f)) == list(BUILTIN_IDS)
     f.write_text("- loops\n")
-    with pytest.raises(GradersConfigError, match="^graders must be a map of grader IDs"):
+    with pytest.raises(GradersConfigError, match=r"^graders must be a map of grader IDs"):
         load_graders(f)
     f.write_text("")
     assert load_graders(f) == default_plan()
+
+
+def test_manifest_round_trips_through_the_schema(tmp_path: Path) -> None:
+    from schemas.config import GraderManifest
+
+    plan = parse_graders({"loops": {"enabled": False, "config": {"k": 1}}, "my-x": {"script": "return 1"},
+                          OV: {"script": "#!/bin/bash\necho '[]'\n", "min": 0, "max": 1}})
+    assert plan is not None
+    manifest = plan.manifest()
+    model = GraderManifest.model_validate_json(json.dumps(manifest))
+    assert [e.manifest_entry() for e in model.graders] == manifest["graders"]
+    assert [e.id for e in model.graders][-3:] == ["my-x", OV, "loops"]
