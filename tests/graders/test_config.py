@@ -343,3 +343,14 @@ def test_manifest_round_trips_through_the_schema(tmp_path: Path) -> None:
     model = GraderManifest.model_validate_json(json.dumps(manifest))
     assert [e.manifest_entry() for e in model.graders] == manifest["graders"]
     assert [e.id for e in model.graders][-3:] == ["my-x", OV, "loops"]
+
+
+def test_import_forms_and_missing_imports(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("---\ngraders:\n  from-a:\n    script: return 1\n---\n## Part\n")
+    (tmp_path / "b.yaml").write_text("graders:\n  from-b:\n    script: return 2\n")
+    wf = tmp_path / "wf.md"
+    wf.write_text("---\nimports:\n  - a.md#Part\n  - path: b.yaml\n  - a.md\n---\n")
+    assert _ids(load_graders(wf)) == ["from-a", "from-b"]
+    wf.write_text("---\nimports: [missing.md]\n---\n")
+    with pytest.raises(GradersConfigError, match="imported file not found"):
+        load_graders(wf)

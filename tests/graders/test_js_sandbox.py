@@ -189,3 +189,20 @@ def test_fail_closed_when_v8_cannot_start(monkeypatch: pytest.MonkeyPatch) -> No
 def test_payload_json_follows_json_stringify() -> None:
     text = js_sandbox.payload_json({"a": float("nan"), "b": [float("inf")]}, None, 2)
     assert text == '{"trace":{"a":null,"b":[null]},"run":{"graderCount":2},"workflow":{},"config":{}}'
+
+
+def test_a_configured_plan_grades_end_to_end(sandbox: JsSandbox, tmp_path: Any) -> None:
+    from graders.config import load_graders
+
+    wf = tmp_path / "wf.md"
+    wf.write_text("---\ngraders:\n  tool-success-rate: {threshold: 0.9}\n  calls-per-request:\n"
+                  "    script: |\n      return { value: helpers.ratio(trace.toolCalls.length, trace.totalRequests) }\n"
+                  "    unit: calls\n    direction: lower_is_better\n    threshold: 100\n---\n# wf\n")
+    plan = load_graders(wf)
+    trace = {**TRACE, "retryEvents": [], "tokenUsageEntries": [], "totalDurationMs": 0}
+    results = {r["id"]: r for r in grade_trace(trace, plan, {"inline": sandbox})}
+    assert len(results) == 11
+    custom = results["calls-per-request"]
+    assert (custom["value"], custom["status"], custom["unit"], custom["source"]) == (200 / 3, "pass", "calls", "inline")
+    assert custom["implementation"]["digest"] == plan.entries[-1].digest
+    assert results["tool-success-rate"]["status"] == "fail"  # 0.8 < 0.9
