@@ -49,6 +49,10 @@ _ERROR_LINE: Final = re.compile(r"^(?:[A-Za-z]*Error|Uncaught [A-Za-z]*Error): (
 class JsGraderError(RuntimeError):
     """A failed evaluation; the engine reports it as ``grader <id> runtime error: <message>``."""
 
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.js_message = message  # kept verbatim, even when empty (``throw new Error("")``)
+
 
 def _is_limit(exc: BaseException | None) -> bool:
     """A time or heap limit fired: the isolate was terminated mid-task."""

@@ -97,6 +97,8 @@ def test_inputs_are_frozen_json(sandbox: JsSandbox) -> None:
     ("return 10n", "error", "error", "grader my-metric runtime error: Do not know how to serialize a BigInt"),
     ("throw 'boom'", "error", "error", "grader my-metric runtime error: boom"),
     ("throw new RangeError('nope')", "error", "error", "grader my-metric runtime error: nope"),
+    ("throw new Error('')", "error", "error", "grader my-metric runtime error: "),
+    ("throw undefined", "error", "error", "grader my-metric runtime error: undefined"),
 ])
 def test_json_round_trip_normalization(sandbox: JsSandbox, script: str, status: str, field: str, text: str) -> None:
     result = grade(sandbox, script)
