@@ -19,6 +19,7 @@ from typing import Any, Final
 from graders import registry
 from graders.builtin import BUILTIN_IDS
 from graders.config_errors import GradersConfigError, go_key, go_quote, go_trim, go_type
+from graders.config_evaluator import inline_evaluator, read_run_evaluator
 from graders.config_load import collect_graders
 from graders.plan import GradingPlan, PlanEntry, default_plan
 
@@ -269,25 +270,20 @@ def _sha256(data: bytes) -> str:
 
 
 def _evaluator(d: GraderDefinition, ctx: PlanContext) -> tuple[bytes, str]:
-    """The operational-value evaluator bytes and the manifest ``inline`` path."""
+    """The operational-value evaluator bytes and the manifest ``inline`` path (the workflow file,
+    repository-relative, when the evaluator is an inline ``script``)."""
+    root = ctx.repo_root or (ctx.workflow_path.parent if ctx.workflow_path is not None else None)
     if d.script:
         inline = ""
-        if ctx.workflow_path is not None:
-            root = ctx.repo_root or ctx.workflow_path.parent
+        if ctx.workflow_path is not None and root is not None:
             try:
                 inline = ctx.workflow_path.resolve().relative_to(root.resolve()).as_posix()
             except ValueError:
                 inline = ctx.workflow_path.name
-        return d.script.encode("utf-8"), inline
-    if not d.run or ctx.workflow_path is None:
-        return b"", ""
-    base = ctx.workflow_path.parent if d.run.startswith("./") else (ctx.repo_root or ctx.workflow_path.parent)
-    path = base / d.run
-    try:
-        return path.read_bytes(), ""
-    except OSError as exc:
-        raise GradersConfigError(f"cannot prepare graders.operational-value: cannot read {d.run}: "
-                                 f"{exc.strerror or exc}") from exc
+        return inline_evaluator(d.script), inline
+    if not d.run or ctx.workflow_path is None or root is None:
+        return b"", ""  # no file to read (a raw map): the digest is left to the evaluator freezer
+    return read_run_evaluator(d.run, ctx.workflow_path, root), ""
 
 
 def _plan_entry(d: GraderDefinition, ctx: PlanContext) -> PlanEntry:

@@ -211,9 +211,40 @@ def test_ov_run_digest_is_the_file_bytes(tmp_path: Path) -> None:
         assert entry.run == run and entry.min == -1
         assert entry.digest == hashlib.sha256(data).hexdigest() and entry.evaluator == data
         assert list(entry.manifest_entry()) == ["id", "name", "source", "enabled", "direction", "min", "digest", "run"]
-    (tmp_path / "wf" / "w.yaml").write_text("graders:\n  operational-value:\n    run: ./missing.sh\n")
-    with pytest.raises(GradersConfigError, match=r"cannot prepare graders\.operational-value"):
-        load_graders(tmp_path / "wf" / "w.yaml")
+
+
+@pytest.mark.parametrize(("setup", "message"), [
+    ("missing", 'cannot inspect graders.operational-value.run "./ov.sh": lstat {path}: no such file or directory'),
+    ("symlink", 'graders.operational-value.run "./ov.sh" must not be a symbolic link'),
+    ("directory", 'graders.operational-value.run "./ov.sh" must be a regular file'),
+    ("too-big", 'graders.operational-value.run "./ov.sh" exceeds the 65536-byte limit'),
+    ("not-utf8", 'graders.operational-value.run "./ov.sh" must be valid UTF-8'),
+    ("no-shebang", 'graders.operational-value.run "./ov.sh" must start with a Bash shebang'),
+])
+def test_ov_run_file_checks(tmp_path: Path, setup: str, message: str) -> None:
+    ov = tmp_path / "ov.sh"
+    if setup == "symlink":
+        (tmp_path / "real.sh").write_text("#!/bin/bash\n")
+        ov.symlink_to(tmp_path / "real.sh")
+    elif setup == "directory":
+        ov.mkdir()
+    elif setup == "too-big":
+        ov.write_text("#!/bin/bash\n" + "#" * 65536)
+    elif setup == "not-utf8":
+        ov.write_bytes(b"#!/bin/bash\n\xff\n")
+    elif setup == "no-shebang":
+        ov.write_text("echo '[]'\n")
+    wf = tmp_path / "w.yaml"
+    wf.write_text("graders:\n  operational-value:\n    run: ./ov.sh\n")
+    with pytest.raises(GradersConfigError) as info:
+        load_graders(wf)
+    assert str(info.value) == message.format(path=ov.absolute())
+
+
+def test_ov_inline_script_needs_a_shebang() -> None:
+    with pytest.raises(GradersConfigError) as info:
+        parse_graders({OV: {"script": "echo '[]'\n"}})
+    assert str(info.value) == "graders.operational-value.script must start with a Bash shebang"
 
 
 @pytest.mark.parametrize("path", ["evaluator.sh", ".github/workflows/graders/test.sh", "./graders/test.sh",
