@@ -149,6 +149,17 @@ class JsSandbox:
         self.evaluations = 0
         self.isolates_killed = 0  # timeouts, heap exhaustion, runaway promise jobs
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Beam pickles DoFns with their executors: ship the settings, not the lock or V8 state.
+        state = dict(self.__dict__)
+        state.pop("_lock", None)
+        state.update(_ready=False, _unavailable=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     # -- lifecycle -------------------------------------------------------------------------------
 
     def setup(self) -> None:

@@ -208,3 +208,19 @@ def test_a_configured_plan_grades_end_to_end(sandbox: JsSandbox, tmp_path: Any) 
     assert (custom["value"], custom["status"], custom["unit"], custom["source"]) == (200 / 3, "pass", "calls", "inline")
     assert custom["implementation"]["digest"] == plan.entries[-1].digest
     assert results["tool-success-rate"]["status"] == "fail"  # 0.8 < 0.9
+
+
+def test_sandbox_pickles_and_runs_in_threads(sandbox: JsSandbox) -> None:
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    clone = pickle.loads(pickle.dumps(JsSandbox(timeout_ms=1234)))
+    assert clone.timeout_ms == 1234
+    sandboxes = [pickle.loads(pickle.dumps(clone)) for _ in range(4)]
+
+    def work(sb: JsSandbox) -> list[Any]:
+        return [sb.evaluate("return trace.toolCalls.length + run.graderCount", TRACE, {}, i) for i in range(5)]
+
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(work, sandboxes))
+    assert outs == [[200, 201, 202, 203, 204]] * 4
