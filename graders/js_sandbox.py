@@ -213,7 +213,10 @@ class JsSandbox:
         payload = payload_json(trace, config, grader_count)
         with self._lock:  # one evaluation at a time per sandbox
             self.evaluations += 1
-            mr = self._new_isolate()
+            try:
+                mr = self._new_isolate()
+            except Exception as exc:  # V8 refused a new isolate (e.g. out of memory): fail closed
+                raise JsGraderError(f"cannot start a V8 isolate: {_js_error_message(exc)}") from exc
             killed = True
             try:
                 result = self._run(mr, script, payload)
