@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from graders import registry
 from graders.builtin import BUILTIN_IDS
@@ -385,3 +387,22 @@ def test_import_forms_and_missing_imports(tmp_path: Path) -> None:
     wf.write_text("---\nimports: [missing.md]\n---\n")
     with pytest.raises(GradersConfigError, match="imported file not found"):
         load_graders(wf)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.permutations(["loops", "retries", "zeta-score", "alpha-score", "mid-score", OV]),
+       st.sets(st.sampled_from(["loops", "zeta-score", "mid-score"])))
+def test_manifest_does_not_depend_on_key_order(order: list[str], disabled: set[str]) -> None:
+    entries = {
+        "loops": {"threshold": 1}, "retries": None, "zeta-score": {"script": "return 1"},
+        "alpha-score": {"script": "return 2", "unit": "count"}, "mid-score": {"script": "return 3"},
+        OV: {"script": "#!/bin/bash\necho '[]'\n", "min": 0, "max": 1, "threshold": 0.5},
+    }
+    raw = {gid: ({**(entries[gid] or {}), "enabled": False} if gid in disabled else entries[gid]) for gid in order}
+    plan = parse_graders(raw)
+    canonical = parse_graders({gid: raw[gid] for gid in sorted(raw)})
+    assert plan is not None and canonical is not None
+    assert plan.manifest() == canonical.manifest() and plan.digest() == canonical.digest()
+    flags = [e.enabled for e in plan.entries]
+    assert flags == sorted(flags, reverse=True)  # enabled first, then disabled
+    assert [e.id for e in plan.entries if not e.enabled] == sorted(disabled)
