@@ -224,3 +224,16 @@ def test_sandbox_pickles_and_runs_in_threads(sandbox: JsSandbox) -> None:
     with ThreadPoolExecutor(4) as pool:
         outs = list(pool.map(work, sandboxes))
     assert outs == [[200, 201, 202, 203, 204]] * 4
+
+
+def test_no_isolate_or_thread_outlives_an_evaluation(sandbox: JsSandbox) -> None:
+    import threading
+
+    from py_mini_racer._context import context_count  # a test hook of mini-racer
+
+    threads = threading.active_count()
+    for _ in range(20):
+        sandbox.evaluate("return 1", TRACE)
+    grade(sandbox, "while (true) {}")
+    assert context_count() == 0
+    assert threading.active_count() <= threads
