@@ -20,6 +20,7 @@ fallback.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import threading
@@ -121,8 +122,19 @@ def payload_json(trace: Any, config: Any, grader_count: int) -> str:
     try:
         return orjson.dumps(payload, default=_js_default).decode("utf-8")
     except (TypeError, orjson.JSONEncodeError):
-        # Lone surrogates or exotic values: the stdlib escapes what orjson refuses.
-        return json.dumps(payload, default=_js_default, allow_nan=False)
+        # Lone surrogates or integers beyond 64 bits: the stdlib writes what orjson refuses.
+        return json.dumps(_finite(payload), default=_js_default, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    """NaN and ±Infinity become null, as JSON.stringify writes them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _js_error_message(exc: BaseException) -> str:

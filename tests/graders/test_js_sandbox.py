@@ -191,6 +191,9 @@ def test_fail_closed_when_v8_cannot_start(monkeypatch: pytest.MonkeyPatch) -> No
 def test_payload_json_follows_json_stringify() -> None:
     text = js_sandbox.payload_json({"a": float("nan"), "b": [float("inf")]}, None, 2)
     assert text == '{"trace":{"a":null,"b":[null]},"run":{"graderCount":2},"workflow":{},"config":{}}'
+    odd = js_sandbox.payload_json({"s": "\ud800", "n": float("nan"), "big": 2**70}, {"k": 1}, 1)
+    assert odd == ('{"trace": {"s": "\\ud800", "n": null, "big": 1180591620717411303424}, "run": {"graderCount": 1}, '
+                   '"workflow": {}, "config": {"k": 1}}')
 
 
 def test_a_configured_plan_grades_end_to_end(sandbox: JsSandbox, tmp_path: Any) -> None:
