@@ -406,3 +406,20 @@ def test_manifest_does_not_depend_on_key_order(order: list[str], disabled: set[s
     flags = [e.enabled for e in plan.entries]
     assert flags == sorted(flags, reverse=True)  # enabled first, then disabled
     assert [e.id for e in plan.entries if not e.enabled] == sorted(disabled)
+
+
+@pytest.mark.parametrize(("text", "quoted"), [
+    ("abc", '"abc"'), ('a"b\\c', '"a\\"b\\\\c"'), ("é-ü", '"é-ü"'), ("a\u200bb", '"a\\u200bb"'),
+    ("\x00\x7f", '"\\x00\\x7f"'), ("a\nb\tc", '"a\\nb\\tc"'), ("\U0001f600", '"\U0001f600"'), ("\u00a0", '"\\u00a0"'),
+])
+def test_go_quote(text: str, quoted: str) -> None:
+    from graders.config_errors import go_quote
+
+    assert go_quote(text) == quoted
+
+
+def test_ids_are_trimmed_with_go_whitespace() -> None:
+    plan = parse_graders({"\u00a0my-x\t": {"script": "return 1"}})
+    assert _ids(plan) == ["my-x"]
+    with pytest.raises(GradersConfigError, match="invalid id"):
+        parse_graders({"\x1cmy-x": {"script": "return 1"}})  # Python's strip() would remove \x1c, Go's does not
