@@ -25,7 +25,7 @@ import re
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import orjson
 
@@ -150,11 +150,16 @@ class JsSandbox:
     """The inline-grader executor ``(entry, trace, ctx) -> raw``; one per worker process."""
 
     def __init__(self, timeout_ms: int = SCRIPT_TIMEOUT_MS, heap_limit_bytes: int = HEAP_LIMIT_BYTES,
-                 max_result_bytes: int = MAX_RESULT_BYTES) -> None:
+                 max_result_bytes: int = MAX_RESULT_BYTES,
+                 isolation: Literal["process", "inprocess"] = "process") -> None:
         self.timeout_ms = timeout_ms
         self.heap_limit_bytes = heap_limit_bytes
         self.max_result_bytes = max_result_bytes
         self.worker_timeout_ms = timeout_ms + WORKER_OVERHEAD_MS
+        # "process": V8 runs in a helper process that can be killed (the default; see js_worker);
+        # "inprocess": V8 runs here (what the helper itself uses).
+        self.isolation = isolation
+        self._client: Any = None
         self._unavailable: str | None = None
         self._ready = False
         self._lock = threading.Lock()
@@ -165,7 +170,7 @@ class JsSandbox:
         # Beam pickles DoFns with their executors: ship the settings, not the lock or V8 state.
         state = dict(self.__dict__)
         state.pop("_lock", None)
-        state.update(_ready=False, _unavailable=None)
+        state.update(_ready=False, _unavailable=None, _client=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -175,10 +180,23 @@ class JsSandbox:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def setup(self) -> None:
-        """Start V8 (once per process, with our flags) and check it is sandboxed; idempotent."""
-        if not self._ready:
+        """Start V8 (in the helper process, or here once per process) and check it is sandboxed;
+        idempotent."""
+        if self._ready:
+            return
+        if self.isolation == "process":
+            from graders.js_worker import WorkerClient
+
+            settings = {"timeout_ms": self.timeout_ms, "heap_limit_bytes": self.heap_limit_bytes,
+                        "max_result_bytes": self.max_result_bytes}
+            # The helper enforces every limit itself; this deadline only catches a V8 that ignores
+            # termination or dies, plus the isolate start-up.
+            self._client = WorkerClient(settings, self.worker_timeout_ms + 2000,
+                                        f"script worker timed out after {self.worker_timeout_ms}ms")
+            self._unavailable = self._client.start()
+        else:
             self._unavailable = _init_v8()
-            self._ready = True
+        self._ready = True
 
     @property
     def unavailable_reason(self) -> str | None:
@@ -186,7 +204,11 @@ class JsSandbox:
         return self._unavailable
 
     def close(self) -> None:
-        """Nothing outlives an evaluation; kept for the executor lifecycle (DoFn teardown)."""
+        """Stop the helper process (DoFn teardown); isolates never outlive an evaluation."""
+        client, self._client = self._client, None
+        self._ready = False
+        if client is not None:
+            client.close()
 
     def __enter__(self) -> JsSandbox:
         self.setup()
@@ -225,22 +247,36 @@ class JsSandbox:
         payload = payload_json(trace, config, grader_count)
         with self._lock:  # one evaluation at a time per sandbox
             self.evaluations += 1
-            try:
-                mr = self._new_isolate()
-            except Exception as exc:  # V8 refused a new isolate (e.g. out of memory): fail closed
-                raise JsGraderError(f"cannot start a V8 isolate: {_js_error_message(exc)}") from exc
-            killed = True
-            try:
-                result = self._run(mr, script, payload)
-                killed = False
-                return result
-            except JsGraderError as exc:
-                killed = _is_limit(exc.__cause__)
-                raise
-            finally:
-                self._dispose(mr, killed)  # never reused: the next run starts from a fresh isolate
+            if self._client is not None:
+                from graders.js_worker import WorkerDied
 
-    def _run(self, mr: Any, script: str, payload: str) -> Any:
+                try:
+                    text = self._client.run({"script": script, "payload": payload})
+                except WorkerDied as exc:
+                    self.isolates_killed += 1
+                    raise JsGraderError(str(exc)) from exc
+            else:
+                text = self.evaluate_text(script, payload)
+        return self._decode(text)
+
+    def evaluate_text(self, script: str, payload: str) -> str:
+        """One evaluation here, in a fresh isolate: gh-aw's worker output text ``{ok, value|error}``."""
+        try:
+            mr = self._new_isolate()
+        except Exception as exc:  # V8 refused a new isolate (e.g. out of memory): fail closed
+            raise JsGraderError(f"cannot start a V8 isolate: {_js_error_message(exc)}") from exc
+        killed = True
+        try:
+            out = self._run(mr, script, payload)
+            killed = False
+            return out
+        except JsGraderError as exc:
+            killed = _is_limit(exc.__cause__)
+            raise
+        finally:
+            self._dispose(mr, killed)  # never reused: the next run starts from a fresh isolate
+
+    def _run(self, mr: Any, script: str, payload: str) -> str:
         from py_mini_racer import JSOOMException, JSParseException, JSTimeoutException
 
         started = time.monotonic()
@@ -263,7 +299,9 @@ class JsSandbox:
         except Exception as exc:  # JSEvalException and friends: something threw past the wrapper
             raise JsGraderError(_js_error_message(exc)) from exc
         self._drain_jobs(mr, started)
-        return self._decode(out)
+        if not isinstance(out, str):
+            raise JsGraderError("script worker returned an error")
+        return out
 
     def _drain_jobs(self, mr: Any, started: float) -> None:
         """Promise jobs queued by the script run after the call returns; give them the rest of the
@@ -278,9 +316,7 @@ class JsSandbox:
         except JSOOMException as exc:
             raise JsGraderError(self._oom_message()) from exc
 
-    def _decode(self, out: Any) -> Any:
-        if not isinstance(out, str):
-            raise JsGraderError("script worker returned an error")
+    def _decode(self, out: str) -> Any:
         if len(out.encode("utf-8", "surrogatepass")) > self.max_result_bytes:
             raise JsGraderError(f"grader result exceeds the {self.max_result_bytes}-byte limit")
         try:

@@ -30,6 +30,15 @@ def sandbox() -> Iterator[JsSandbox]:
         yield sb
 
 
+@pytest.fixture(scope="module")
+def local() -> Iterator[JsSandbox]:
+    """V8 in this process (what the helper process runs)."""
+    with JsSandbox(timeout_ms=300, heap_limit_bytes=64 * 1024 * 1024, isolation="inprocess") as sb:
+        if sb.unavailable_reason:
+            pytest.skip(f"V8 unavailable: {sb.unavailable_reason}")
+        yield sb
+
+
 def _entry(script: str, **kw: Any) -> PlanEntry:
     script = script.strip()
     return PlanEntry(id="my-metric", name="My Metric", source="inline", script=script,
@@ -123,7 +132,7 @@ def test_syntax_errors_are_runtime_errors(sandbox: JsSandbox) -> None:
 HOSTILE: list[tuple[str, str]] = [
     ("while (true) {}", "Script execution timed out after 300ms"),
     ("const f = n => f(n + 1) + 1; return f(0)", "Maximum call stack size exceeded"),
-    ("const a = []; while (true) a.push(new Array(1e5).fill(1.5))", "JavaScript heap out of memory (limit 64 MiB)"),
+    ("const a = []; while (true) a.push(new Array(1e6).fill(1.5))", "JavaScript heap out of memory (limit 64 MiB)"),
     ("return new ArrayBuffer(2 ** 40).byteLength", "Invalid array buffer length"),
     ("return 'x'.repeat(2 ** 30)", "Invalid string length"),
     ("let s = 'ab'; while (true) s = s + s; return s.length", "Invalid string length"),
@@ -171,15 +180,60 @@ def test_prototype_pollution_does_not_cross_runs(sandbox: JsSandbox) -> None:
     assert clean["value"] == 1
 
 
-def test_isolates_are_replaced_after_limits(sandbox: JsSandbox) -> None:
-    before = sandbox.isolates_killed
-    grade(sandbox, "while (true) {}")
-    assert sandbox.isolates_killed == before + 1
+def test_isolates_are_replaced_after_limits(local: JsSandbox) -> None:
+    before = local.isolates_killed
+    assert grade(local, "while (true) {}")["error"].endswith("Script execution timed out after 300ms")
+    assert local.isolates_killed == before + 1
+    assert grade(local, "return 2")["value"] == 2
+
+
+def test_in_process_mode_grades_the_same(local: JsSandbox) -> None:
+    for script, _ in HOSTILE[:3]:
+        assert grade(local, script)["status"] == "error"
+    assert grade(local, "return { value: run.graderCount + trace.toolCalls.length }")["value"] == 201
+
+
+def test_a_v8_that_ignores_termination_is_killed(sandbox: JsSandbox) -> None:
+    # Array.prototype.fill on a huge dictionary-mode array does not check for termination; in
+    # process it would hold the caller for many seconds or abort the process (V8 fatal OOM).
+    result = grade(sandbox, "return new Array(1e8).fill(0).length")
+    assert result["status"] == "error" and "timed out after" in result["error"]
+    assert grade(sandbox, "return 3")["value"] == 3
+
+
+def test_a_crashed_helper_is_replaced(sandbox: JsSandbox) -> None:
+    import os
+    import signal
+    import threading
+
+    client = sandbox._client
+    assert client is not None and client.proc is not None
+    os.kill(client.proc.pid, signal.SIGKILL)  # dies while idle: the next run restarts it
+    client.proc.wait()
+    assert grade(sandbox, "return 4")["value"] == 4
+    pid = client.proc.pid
+    threading.Timer(0.15, os.kill, (pid, signal.SIGKILL)).start()
+    slow = JsSandbox.evaluate  # a run in flight when the helper dies
+    with pytest.raises(JsGraderError, match=r"script worker crashed \(exit status -9\)"):
+        slow(sandbox, "const t = 1; for (;;) {}", TRACE)
+    assert grade(sandbox, "return 5")["value"] == 5
+
+
+def test_fail_closed_when_the_helper_cannot_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    sb = JsSandbox()
+    result = grade(sb, "return 1")
+    assert result["status"] == "error"
+    assert result["error"].startswith("grader my-metric runtime error: inline JavaScript sandbox unavailable: "
+                                      "cannot start the script worker: ")
+    sb.close()
 
 
 def test_fail_closed_when_v8_cannot_start(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(js_sandbox, "_init_v8", lambda: "LibNotFoundError: no native library")
-    sb = JsSandbox()
+    sb = JsSandbox(isolation="inprocess")
     with pytest.raises(JsGraderError, match="inline JavaScript sandbox unavailable"):
         sb.evaluate("return 1", TRACE)
     result = grade(sb, "return 1")
@@ -229,14 +283,14 @@ def test_sandbox_pickles_and_runs_in_threads(sandbox: JsSandbox) -> None:
     assert outs == [[200, 201, 202, 203, 204]] * 4
 
 
-def test_no_isolate_or_thread_outlives_an_evaluation(sandbox: JsSandbox) -> None:
+def test_no_isolate_or_thread_outlives_an_evaluation(local: JsSandbox) -> None:
     import threading
 
     from py_mini_racer._context import context_count  # a test hook of mini-racer
 
     threads = threading.active_count()
     for _ in range(20):
-        sandbox.evaluate("return 1", TRACE)
-    grade(sandbox, "while (true) {}")
+        local.evaluate("return 1", TRACE)
+    grade(local, "while (true) {}")
     assert context_count() == 0
     assert threading.active_count() <= threads
