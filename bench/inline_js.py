@@ -1,4 +1,4 @@
-"""Inline JavaScript graders: embedded V8 (fresh isolate per evaluation) against gh-aw's way,
+"""Inline JavaScript graders: embedded V8 (helper process, fresh isolate per evaluation) against gh-aw's way,
 one ``node`` worker process per evaluation, on a trace with 200 tool calls.
 
 The node worker below follows gh-aw's trace_graders_worker.cjs contract (vm context without code
@@ -88,9 +88,9 @@ def run(quick: bool) -> list[dict[str, Any]]:
             return [{"part": "inline_js", "name": f"V8 unavailable: {sandbox.unavailable_reason}", "value": 0.0,
                      "unit": "", "baseline": None, "ratio": None}]
         v8 = _rate(lambda: sandbox.evaluate(SCRIPT, trace, {"min": 0.5}, 1), n_v8)
-    rows.append({"part": "inline_js", "name": "inline grader evals/s, V8 fresh isolate (200 calls)", "value": v8,
+    rows.append({"part": "inline_js", "name": "inline grader evals/s, V8 helper, fresh isolate (200 calls)", "value": v8,
                  "unit": "evals/s", "baseline": None, "ratio": None})
-    rows.append({"part": "inline_js", "name": "inline grader latency, V8 fresh isolate", "value": 1000 / v8,
+    rows.append({"part": "inline_js", "name": "inline grader latency, V8 helper, fresh isolate", "value": 1000 / v8,
                  "unit": "ms", "baseline": None, "ratio": None})
     node = shutil.which("node")
     if node:

@@ -10,8 +10,10 @@ limit; the result is serialized to JSON inside V8 and capped at 1 MiB.
 Isolation: mini-racer binds one V8 context to one isolate and offers no way to create a second
 context in an isolate (ShadowRealm is "Not supported" without embedder hooks). So every evaluation
 gets a fresh isolate (about 10 ms), and nothing (prototype pollution, script-scope bindings, queued
-promise jobs, a half-exhausted heap) can survive into the next run. V8 itself is started once per
-process, with its flags, by ``setup()``.
+promise jobs, a half-exhausted heap) can survive into the next run. By default V8 runs in one
+long-lived helper process per sandbox (``graders.js_worker``), because a few scripts abort V8 with a
+fatal error or keep a builtin running past termination; the helper is then killed and replaced and
+only that evaluation fails. ``setup()`` starts it (and V8, once, with its flags).
 
 If V8 cannot start, every inline grader fails closed with an error result; there is no unsandboxed
 fallback.
