@@ -123,6 +123,13 @@ class WorkerClient:
         useful = [ln for ln in lines if ln and not ln.startswith(("#", "/", "[", "<", "=="))]
         return (fatal or useful or [""])[-1]
 
+    def __del__(self) -> None:
+        # Best effort: the helper also exits by itself when its stdin closes with the parent.
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
     def close(self) -> None:
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
