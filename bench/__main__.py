@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-PARTS: tuple[str, ...] = ("trajectory",)
+PARTS: tuple[str, ...] = ("trajectory", "inline_js")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,6 +32,9 @@ def result_meta(entry: PlanEntry) -> ResultMeta:
 
 def describe_exception(exc: BaseException) -> str:
     """The message part of ``getErrorMessage(err)``."""
+    js_message = getattr(exc, "js_message", None)
+    if isinstance(js_message, str):
+        return js_message  # a JavaScript error's own message, even an empty one
     return str(exc) or type(exc).__name__
 
 

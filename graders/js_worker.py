@@ -1,0 +1,171 @@
+"""The inline-grader worker process: V8 runs outside the pipeline worker, as gh-aw runs node.
+
+Some scripts bring V8 down with a fatal error that no in-process handler can catch (for example
+``new Array(3e8).fill(1.5)``: "Fatal JavaScript out of memory: invalid table size"), and a few
+builtins ignore termination for many seconds. So ``JsSandbox`` keeps one long-lived helper process
+(``python -m graders.js_worker``) that evaluates scripts, each in a fresh isolate, and talks over
+pipes with length-prefixed JSON. The parent enforces a hard wall-clock limit; a crashed or stuck
+helper is killed and replaced, and only that one evaluation fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from typing import IO, Any, Final
+
+_HEADER: Final = struct.Struct(">Q")
+_ENV_KEYS: Final = ("PATH", "HOME", "TMPDIR", "TEMP", "TMP", "LANG", "LC_ALL")
+
+
+class WorkerDied(RuntimeError):
+    """The helper process crashed, was killed, or broke the protocol."""
+
+
+def _write(stream: IO[bytes], text: str) -> None:
+    data = text.encode("utf-8", "surrogatepass")
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def _read_exact(fd: int, size: int, deadline: float | None) -> bytes:
+    chunks: list[bytes] = []
+    while size:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read(fd: int, deadline: float | None) -> str:
+    (size,) = _HEADER.unpack(_read_exact(fd, _HEADER.size, deadline))
+    return _read_exact(fd, size, deadline).decode("utf-8", "surrogatepass")
+
+
+class WorkerClient:
+    """Parent side: start the helper lazily, send one request, wait with a hard deadline."""
+
+    def __init__(self, settings: dict[str, Any], reply_timeout_ms: int, timeout_message: str) -> None:
+        self.settings = settings
+        self.reply_timeout_ms = reply_timeout_ms
+        self.timeout_message = timeout_message
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.stderr: IO[bytes] | None = None
+        self.restarts = 0
+
+    def start(self) -> str | None:
+        """Start the helper; the reason inline graders cannot run, or None."""
+        self.stderr = tempfile.TemporaryFile()
+        env = {k: os.environ[k] for k in _ENV_KEYS if k in os.environ}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "graders.js_worker", json.dumps(self.settings)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env)
+            assert self.proc.stdout is not None
+            hello = json.loads(_read(self.proc.stdout.fileno(), time.monotonic() + 60))
+        except (OSError, EOFError, TimeoutError, ValueError) as exc:
+            reason = self._stderr_tail() or f"{type(exc).__name__}: {exc}"
+            self.close()
+            return f"cannot start the script worker: {reason}"
+        if hello.get("ok") is not True:
+            self.close()
+            return str(hello.get("error") or "script worker refused to start")
+        return None
+
+    def run(self, request: dict[str, Any], retry: bool = True) -> str:
+        if self.proc is None or self.proc.poll() is not None:
+            self.close()
+            self.restarts += 1
+            reason = self.start()
+            if reason is not None:
+                raise WorkerDied(reason)
+        proc = self.proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        try:
+            _write(proc.stdin, json.dumps(request))
+        except BrokenPipeError:
+            self.close()  # it died between evaluations: nothing was lost, start over once
+            if retry:
+                return self.run(request, retry=False)
+            raise WorkerDied("script worker crashed (broken pipe)") from None
+        try:
+            return _read(proc.stdout.fileno(), time.monotonic() + self.reply_timeout_ms / 1000)
+        except TimeoutError:
+            self.close()  # stuck inside V8 past every limit: kill it, the next run gets a new one
+            raise WorkerDied(self.timeout_message) from None
+        except (EOFError, OSError):
+            proc.wait()
+            tail = self._stderr_tail()
+            self.close()
+            status = proc.returncode
+            raise WorkerDied(f"script worker crashed ({tail or f'exit status {status}'})") from None
+
+    def _stderr_tail(self) -> str:
+        if self.stderr is None:
+            return ""
+        self.stderr.seek(0)
+        lines = [ln.strip() for ln in self.stderr.read()[-65536:].decode("utf-8", "replace").splitlines()]
+        # V8's fatal errors read "# Fatal JavaScript out of memory: …"; prefer that line.
+        fatal = [ln.lstrip("# ") for ln in lines if ln.startswith("# Fatal")]
+        useful = [ln for ln in lines if ln and not ln.startswith(("#", "/", "[", "<", "=="))]
+        return (fatal or useful or [""])[-1]
+
+    def __del__(self) -> None:
+        # Best effort: the helper also exits by itself when its stdin closes with the parent.
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc is not None:
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    stream.close()
+        if self.stderr is not None:
+            self.stderr.close()
+            self.stderr = None
+
+
+def serve(settings: dict[str, Any]) -> None:
+    """Child side: evaluate requests in fresh isolates until stdin closes."""
+    from graders.js_sandbox import JsGraderError, JsSandbox
+
+    out = sys.stdout.buffer
+    sandbox = JsSandbox(isolation="inprocess", **settings)
+    reason = sandbox.unavailable_reason
+    _write(out, json.dumps({"ok": reason is None, "error": reason}))
+    if reason is not None:
+        return
+    fd = sys.stdin.buffer.fileno()
+    while True:
+        try:
+            request = json.loads(_read(fd, None))
+        except EOFError:
+            return
+        try:
+            text = sandbox.evaluate_text(request["script"], request["payload"])
+        except JsGraderError as exc:
+            text = json.dumps({"ok": False, "error": exc.js_message})
+        _write(out, text)
+
+
+if __name__ == "__main__":
+    serve(json.loads(sys.argv[1]))
