@@ -237,14 +237,16 @@ def _spawn(plan: _Plan, opts: SandboxOptions, bash_args: list[str], input_data: 
     launcher = _LAUNCHER.read_text(encoding="utf-8")
     argv = [*plan.argv, "-I", "-S", "-B", "-c", launcher, str(status_w), opts.limits(timeout),
             "/bin/bash", *bash_args]
-    extra: dict[str, object] = {}
     if plan.drop_to_nobody:
-        extra = {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+        # setpriv, not Popen(user=…): those arguments make CPython fork() instead of vfork(),
+        # and a fork() of a multi-threaded gRPC process (a Beam SDK worker) can crash the child.
+        setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+        argv = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--", *argv]
     try:
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=plan.env, cwd=plan.cwd, pass_fds=(status_w, *pass_fds), start_new_session=True,
-            close_fds=True, **extra,  # type: ignore[call-overload]
+            close_fds=True,
         )
     except OSError as exc:
         os.close(status_r)
