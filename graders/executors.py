@@ -13,6 +13,10 @@ def make_executor(source: str, allow_unsandboxed: bool = False) -> Executor | No
     Sandboxes fail closed: when one cannot be set up, its graders report an error. Only an
     explicit ``allow_unsandboxed`` (the ``--allow-unsandboxed`` flag) lifts that.
     """
+    if source == "inline":
+        from graders.js_sandbox import JsSandbox
+
+        return JsSandbox()
     if source == "operational-value":
         from graders.opvalue.executor import OperationalValueExecutor
         from graders.opvalue.sandbox import SandboxOptions

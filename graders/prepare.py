@@ -10,7 +10,7 @@ from graders.engine import Executor, grade_trace
 from graders.layout import ARTIFACT_NAMES
 from graders.opvalue.archived import archived_entry
 from graders.plan import GradingPlan, PlanEntry, with_entry
-from graders.preprocess import PreprocessReport, preprocess, read_evals
+from graders.preprocess import PreprocessReport, preprocess, read_evals, read_trajectory_ir_file
 from graders.rows import result_rows, run_row
 from graders.runfiles import RunFiles
 from graders.runmeta import determine_run_meta, read_aw_info
@@ -31,6 +31,8 @@ class PreparedRun:
     aw_info: dict[str, Any] | None = field(default=None, repr=False)
     # The run's own archived operational-value grader (graders/opvalue/archived.py), if any.
     archived: PlanEntry | None = field(default=None, repr=False)
+    # agent/graders/trajectory_ir.json: the trajectory graders' last IR candidate.
+    file_ir: Any = field(default=None, repr=False)
 
     def plan(self, base: GradingPlan) -> GradingPlan:
         """The run's plan: ``base`` plus its archived evaluator when ``base`` has none."""
@@ -51,7 +53,8 @@ def prepare_run(files: RunFiles, run_root: str) -> PreparedRun:
     trace = preprocess(files, report)
     evals = read_evals(files, report)
     archived = archived_entry(files)
-    return PreparedRun(meta, trace, report, files.input_digest(), evals, aw_info, archived)
+    file_ir = read_trajectory_ir_file(files, report)
+    return PreparedRun(meta, trace, report, files.input_digest(), evals, aw_info, archived, file_ir)
 
 
 @dataclass
@@ -66,7 +69,7 @@ def grade_prepared(
 ) -> GradedRun:
     plan = prep.plan(plan)
     bound = {source: bind_executor(ex, prep) for source, ex in (executors or {}).items()}
-    results = grade_trace(prep.trace, plan, bound)
+    results = grade_trace(prep.trace, plan, bound, file_ir=prep.file_ir)
     return GradedRun(
         results,
         result_rows(prep.meta, results, plan, prep.input_digest),

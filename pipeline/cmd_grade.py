@@ -11,7 +11,7 @@ from graders.engine import grade_trace, results_document
 from graders.executors import SANDBOXED_SOURCES, close_executor, make_executor
 from graders.jscompat import js_stringify
 from graders.jsonio import JsonError, parse_json
-from graders.prepare import prepare_run
+from graders.prepare import grade_prepared, prepare_run
 from graders.runfiles import local_run_files
 from pipeline.plans import PlanLoadError, load_plans
 
@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     g.add_argument("--graders", metavar="FILE", help="graders map (YAML/JSON) or a gh-aw workflow .md")
     g.add_argument("--out", metavar="DIR", help="where to write the files (default: <run>/agent/graders)")
     g.add_argument("--json", action="store_true", help="print grader_results.json to stdout instead")
+    g.add_argument("--allow-unsandboxed", action="store_true",
+                   help="DANGEROUS: run evaluators without bubblewrap when no sandbox can be created")
     g.set_defaults(func=handle_grade)
 
     p = sub.add_parser("preprocess", help="print a run's preprocessed trace (grader_payload.json) as JSON")
@@ -72,6 +74,7 @@ def handle_grade(args: argparse.Namespace) -> int:
         plan = load_plans(args.graders, None).default
         evals = None
         run_id, attempt = "", 1
+        prep = None
         if args.trace:
             trace = _load_trace(args.trace)
             out_dir = Path(args.out) if args.out else None
@@ -83,11 +86,15 @@ def handle_grade(args: argparse.Namespace) -> int:
             out_dir = Path(args.out) if args.out else root / "agent" / "graders"
         executors = {}
         for source in SANDBOXED_SOURCES:
-            ex = make_executor(source)
+            ex = make_executor(source, args.allow_unsandboxed)
             if ex is not None:
                 executors[source] = ex
         try:
-            results = grade_trace(trace, plan, executors)
+            if prep is not None:
+                plan = prep.plan(plan)
+                results = grade_prepared(prep, plan, executors).results
+            else:
+                results = grade_trace(trace, plan, executors)
         finally:
             for ex in executors.values():
                 close_executor(ex)

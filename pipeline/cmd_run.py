@@ -42,7 +42,7 @@ def handle(args: argparse.Namespace) -> int:
     for noisy in ("apache_beam", "urllib3", "google"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(args.log_level)))
     try:
-        plans = load_plans(args.graders, args.graders_dir)
+        plans = load_plans(args.graders, args.graders_dir, args.archived_evaluators, args.allow_unsandboxed)
         trace_config = load_trace_config(args.trace_config)
     except PlanLoadError as exc:
         print(f"fleetgrade run: {exc}", file=sys.stderr)

@@ -22,6 +22,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         default="direct",
         help="direct (in-process FnApiRunner), direct-multiprocess, portable, DataflowRunner, …",
     )
+    parser.add_argument(
+        "--no-archived-evaluators", dest="archived_evaluators", action="store_false",
+        help="do not grade runs with the operational-value evaluator archived in their artifacts",
+    )
+    parser.add_argument(
+        "--allow-unsandboxed", action="store_true",
+        help="DANGEROUS: run evaluators without bubblewrap when no sandbox can be created",
+    )
     parser.add_argument("--direct-num-workers", type=int, default=0, help="workers for direct-multiprocess")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 

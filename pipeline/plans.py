@@ -6,7 +6,9 @@ from pathlib import Path
 
 import yaml
 
-from graders.plan import PlanSet, default_plan
+from graders.config import GradersConfigError, load_graders, load_graders_dir
+from graders.opvalue.freeze import validate_content
+from graders.plan import GradingPlan, PlanSet, default_plan
 from graders.trace_rules.config import ConfigError, TraceConfig, default_config, from_mapping, merge
 
 
@@ -14,10 +16,36 @@ class PlanLoadError(ValueError):
     """A graders configuration that cannot be used; the message says which file and why."""
 
 
-def load_plans(graders: str | None, graders_dir: str | None) -> PlanSet:
-    if graders or graders_dir:
-        raise PlanLoadError("graders configuration files are not supported yet")
-    return PlanSet(default_plan())
+def _checked(plan: GradingPlan, where: str) -> GradingPlan:
+    """Fail fast on an operational-value evaluator that could never run (shebang, size, bash -n)."""
+    for entry in plan.enabled:
+        if entry.source == "operational-value" and entry.evaluator:
+            problem = validate_content(entry.evaluator)
+            if problem is not None:
+                raise PlanLoadError(f"{where}: graders.operational-value evaluator {problem}")
+    return plan
+
+
+def load_plans(
+    graders: str | None,
+    graders_dir: str | None,
+    archived_evaluators: bool = True,
+    allow_unsandboxed: bool = False,
+) -> PlanSet:
+    """The plan of every workflow; a bad configuration raises before any work is scheduled."""
+    try:
+        default = _checked(load_graders(graders), graders) if graders else default_plan()
+        by_workflow: tuple[tuple[str, GradingPlan], ...] = ()
+        if graders_dir:
+            if not Path(graders_dir).is_dir():
+                raise PlanLoadError(f"{graders_dir}: not a directory")
+            loaded = load_graders_dir(graders_dir)
+            by_workflow = tuple((w, _checked(p, f"{graders_dir}/{w}")) for w, p in sorted(loaded.items()))
+    except GradersConfigError as exc:
+        where = getattr(exc, "path", None) or graders or graders_dir
+        raise PlanLoadError(f"{where}: {exc}") from exc
+    return PlanSet(default, by_workflow, archived_evaluators=archived_evaluators,
+                   allow_unsandboxed=allow_unsandboxed)
 
 
 def load_trace_config(path: str | None) -> TraceConfig:

@@ -44,7 +44,7 @@ class GradeFamily(beam.DoFn):
         if not ids:
             return
         executors = {source: bind_executor(ex, prep) for source, ex in self.executors.items()}
-        results = grade_trace(prep.trace, plan, executors, only=ids)
+        results = grade_trace(prep.trace, plan, executors, only=ids, file_ir=prep.file_ir)
         self.graded.inc(len(results))
         self.errors.inc(sum(r["status"] == "error" for r in results))
         yield from result_rows(prep.meta, results, plan, prep.input_digest)
