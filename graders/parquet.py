@@ -10,7 +10,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas.tables import SORT_KEYS, TABLES
+from schemas.tables import SORT_KEYS, TABLES, UNPARTITIONED
 
 ROW_GROUP_SIZE = 64_000
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -24,7 +24,14 @@ def partition_value(value: str | None) -> str:
 
 
 def partition_path(table: str, workflow: str | None, date: str | None) -> str:
+    if table in UNPARTITIONED:
+        return table
     return f"{table}/workflow={partition_value(workflow)}/date={partition_value(date)}"
+
+
+def decode_table(table: str, data: bytes) -> list[dict[str, Any]]:
+    """The rows of one partition file (without the partition columns)."""
+    return pq.read_table(io.BytesIO(data), schema=TABLES[table]).to_pylist()
 
 
 def _sort_key(keys: tuple[str, ...]) -> Any:

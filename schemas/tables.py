@@ -97,7 +97,34 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def register_table(name: str, schema: pa.Schema, sort_keys: tuple[str, ...]) -> None:
-    """Other table families (trace verdicts, observations…) add themselves here."""
+# How a rewrite of a partition treats the rows already in it (transforms/sink.py):
+# - IDENTITY tables merge: an old row survives unless a new row, or a regraded run, has its
+#   identity (these columns, within the partition);
+# - REPLACE_TABLE tables are recomputed whole: partitions that get no rows are deleted;
+# - UNPARTITIONED tables are one file at ``<output>/<table>/part-00000.parquet``.
+IDENTITY: dict[str, tuple[str, ...]] = {
+    "grader_results": ("run_id", "attempt"),
+    "runs": ("run_id", "attempt"),
+    "dead_letter": ("input", "stage"),
+}
+REPLACE_TABLE: set[str] = set()
+UNPARTITIONED: set[str] = set()
+
+
+def register_table(
+    name: str,
+    schema: pa.Schema,
+    sort_keys: tuple[str, ...],
+    identity: tuple[str, ...] | None = None,
+    replace_table: bool = False,
+    partitioned: bool = True,
+) -> None:
+    """Other table families (trace verdicts, observations, state…) add themselves here."""
     TABLES[name] = schema
     SORT_KEYS[name] = sort_keys
+    if identity is not None:
+        IDENTITY[name] = identity
+    if replace_table:
+        REPLACE_TABLE.add(name)
+    if not partitioned:
+        UNPARTITIONED.add(name)
