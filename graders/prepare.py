@@ -33,6 +33,9 @@ class PreparedRun:
     archived: PlanEntry | None = field(default=None, repr=False)
     # agent/graders/trajectory_ir.json: the trajectory graders' last IR candidate.
     file_ir: Any = field(default=None, repr=False)
+    # Incremental backfill: the run's listing digest and its previous state row, if any.
+    listing_digest: str = ""
+    previous: dict[str, Any] | None = field(default=None, repr=False)
 
     def plan(self, base: GradingPlan) -> GradingPlan:
         """The run's plan: ``base`` plus its archived evaluator when ``base`` has none."""

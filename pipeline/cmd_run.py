@@ -52,15 +52,18 @@ def handle(args: argparse.Namespace) -> int:
     token = uuid.uuid4().hex
     started = time.monotonic()
     p = beam.Pipeline(runner=runner, options=options) if runner is not None else beam.Pipeline(options=options)
-    graph.build(p, args.input, args.output, plans, token, trace_config)
+    graph.build(p, args.input, args.output, plans, token, trace_config, full=args.full, since=args.since,
+                until=args.until)
     result = p.run()
     result.wait_until_finish()
-    discovered_prepared = _counter(result, "runs_prepared")
-    dead = _counter(result, "runs_dead_lettered")
+    late = _counter(result, "runs_prepared_out_of_window")
+    window = _counter(result, "runs_out_of_window") + late
     LOG.info(
-        "%d run(s) discovered, %d graded, %d dead-lettered; %d stray file(s) skipped; "
-        "%d partition file(s) written in %.1fs → %s",
-        discovered_prepared + dead, discovered_prepared, dead, _counter(result, "stray_files_skipped"),
-        _counter(result, "partitions_written"), time.monotonic() - started, args.output,
+        "%d run(s) discovered: %d graded, %d dead-lettered, %d unchanged, %d outside --since/--until; "
+        "%d stray file(s) skipped; %d partition file(s) written, %d unchanged, in %.1fs → %s",
+        _counter(result, "runs_discovered"), _counter(result, "runs_prepared") - late,
+        _counter(result, "runs_dead_lettered"), _counter(result, "runs_unchanged"), window,
+        _counter(result, "stray_files_skipped"), _counter(result, "partitions_written"),
+        _counter(result, "partitions_unchanged"), time.monotonic() - started, args.output,
     )
     return 0

@@ -1,16 +1,67 @@
-"""The fleetgrade pipeline graph: discover → prepare → grade families → write (design.md §2)."""
+"""The fleetgrade pipeline graph (design.md §2):
+
+discover → decide (incremental state) → prepare → grade families + trace rules → write.
+
+Only runs that are new, changed, or graded under another configuration are prepared and
+graded; their earlier rows are dropped by identity and the rest of the output is left as it is.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import apache_beam as beam
+from apache_beam.metrics import Metrics
 
 from graders.plan import PlanSet
+from graders.prepare import PreparedRun
+from graders.state import STATE_TABLE, dead_state, drops_for, graded_state, grading_digest, listing_digest
 from graders.trace_rules.config import TraceConfig, default_config
 from transforms.discover import DiscoverRuns
 from transforms.grade import GradeRuns
-from transforms.prepare import DEAD, PrepareRun
+from transforms.incremental import KEEP, Decide, ReadTable, key_listing
+from transforms.prepare import DEAD, DEAD_STATE, PrepareRun
 from transforms.sink import WritePartitionedParquet
-from transforms.trace_verdicts import GradeTraceRules
+from transforms.trace_verdicts import GradeTraceRules, TaskReliability
+
+
+class _Window(beam.DoFn):
+    """Runs dated outside --since/--until are not graded now; their earlier state is kept."""
+
+    def __init__(self, since: str | None, until: str | None) -> None:
+        self.since, self.until = since, until
+        self.skipped = Metrics.counter("fleetgrade", "runs_prepared_out_of_window")
+
+    def process(self, prep: PreparedRun) -> Any:
+        date = prep.meta.date
+        if (self.since is not None and date < self.since) or (self.until is not None and date > self.until):
+            self.skipped.inc()
+            if prep.previous is not None:
+                yield beam.pvalue.TaggedOutput(KEEP, prep.previous)
+            return
+        yield prep
+
+
+def _graded_state(prep: PreparedRun, plans: PlanSet, cfg: TraceConfig) -> dict[str, Any]:
+    m = prep.meta
+    digest = grading_digest(plans.for_workflow(m.workflow), cfg, plans.archived_evaluators)
+    return graded_state(m.root, prep.listing_digest, digest, m.workflow, m.date, m.run_id, m.attempt)
+
+
+def _dead_state(item: tuple[dict[str, Any], Any, Any], plans: PlanSet, cfg: TraceConfig) -> dict[str, Any]:
+    row, listing, _ = item
+    return dead_state(row["input"], listing_digest(listing),
+                      grading_digest(plans.for_workflow(row.get("workflow") or ""), cfg, plans.archived_evaluators),
+                      row.get("workflow"), row.get("date"))
+
+
+def _verdict_identity(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (row["workflow"], row["date"], row["run_id"], row["attempt"])
+
+
+def _carried_verdicts(kv: tuple[Any, dict[str, list[Any]]]) -> list[dict[str, Any]]:
+    _, g = kv
+    return list(g["verdict"]) if list(g["kept"]) else []
 
 
 def build(
@@ -20,18 +71,66 @@ def build(
     plans: PlanSet,
     token: str,
     trace_config: TraceConfig | None = None,
+    full: bool = False,
+    since: str | None = None,
+    until: str | None = None,
 ) -> beam.PCollection:
     """Adds the whole graph to ``p``; returns the committed partition paths."""
+    cfg = trace_config or default_config()
     listings = p | "Discover" >> DiscoverRuns(input_base)
-    prepared = listings | "Prepare" >> beam.ParDo(PrepareRun(input_base)).with_outputs(DEAD, main="runs")
-    graded = prepared.runs | "Grade" >> GradeRuns(plans)
+    old_state = p | "ReadState" >> ReadTable(output, STATE_TABLE)
+    decided = (
+        {
+            "listing": listings | "KeyListings" >> beam.Map(key_listing(input_base)),
+            "state": old_state | "KeyState" >> beam.Map(lambda r: (r["root"], r)),
+        }
+        | "JoinState" >> beam.CoGroupByKey()
+        | "Decide" >> beam.ParDo(Decide(input_base, plans, cfg, full, since, until)).with_outputs(KEEP, main="todo")
+    )
+    prepared = decided.todo | "Prepare" >> beam.ParDo(PrepareRun(input_base)).with_outputs(
+        DEAD, DEAD_STATE, main="runs")
+    windowed = prepared.runs | "Window" >> beam.ParDo(_Window(since, until)).with_outputs(KEEP, main="runs")
+    runs = windowed.runs
+    graded = runs | "Grade" >> GradeRuns(plans)
+    rules = runs | "TraceRules" >> GradeTraceRules(cfg)
+
+    kept = (decided[KEEP], windowed[KEEP]) | "FlattenKept" >> beam.Flatten()
+    new_state = (
+        runs | "GradedState" >> beam.Map(_graded_state, plans, cfg),
+        prepared[DEAD_STATE] | "DeadState" >> beam.Map(_dead_state, plans, cfg),
+    ) | "FlattenNewState" >> beam.Flatten()
+    state = (kept, new_state) | "FlattenState" >> beam.Flatten()
+    drops = (
+        runs | "PreviousRows" >> beam.FlatMap(lambda prep: drops_for(prep.previous)),
+        prepared[DEAD_STATE] | "PreviousDeadRows" >> beam.FlatMap(lambda item: drops_for(item[2])),
+    ) | "FlattenDrops" >> beam.Flatten()
+
+    # task_reliability covers every run of a task: the new verdicts plus the stored verdicts of
+    # runs that were not regraded this time.
+    old_verdicts = p | "ReadVerdicts" >> ReadTable(output, "trace_verdicts")
+    carried = (
+        {
+            "verdict": old_verdicts | "KeyOldVerdicts" >> beam.Map(lambda r: (_verdict_identity(r), r)),
+            "kept": kept
+            | "GradedKept" >> beam.Filter(lambda s: s.get("outcome") == "graded")
+            | "KeyKept" >> beam.Map(lambda s: ((s["workflow"], s["date"], s["run_id"], s["attempt"]), True)),
+        }
+        | "JoinKeptVerdicts" >> beam.CoGroupByKey()
+        | "CarriedVerdicts" >> beam.FlatMap(_carried_verdicts)
+    )
+    reliability = (
+        (rules["trace_verdicts"], carried) | "AllVerdicts" >> beam.Flatten() | "Reliability" >> TaskReliability()
+    )
+
     dead = (prepared[DEAD], graded["dead_letter"]) | "FlattenDeadLetters" >> beam.Flatten()
-    rules = prepared.runs | "TraceRules" >> GradeTraceRules(trace_config or default_config())
     tables = {
         "grader_results": graded["grader_results"],
         "runs": graded["runs"],
         "dead_letter": dead,
         "trace_verdicts": rules["trace_verdicts"],
-        "task_reliability": rules["task_reliability"],
+        "task_reliability": reliability,
+        STATE_TABLE: state,
+        "_drops": drops,
     }
     return tables | "Write" >> WritePartitionedParquet(output, token)
+

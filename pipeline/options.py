@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 from typing import Any
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
@@ -30,8 +31,19 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--allow-unsandboxed", action="store_true",
         help="DANGEROUS: run evaluators without bubblewrap when no sandbox can be created",
     )
+    parser.add_argument("--full", action="store_true",
+                        help="regrade every run, not only new or changed ones (incremental is the default)")
+    parser.add_argument("--since", metavar="YYYY-MM-DD", type=_date, help="grade only runs dated on or after")
+    parser.add_argument("--until", metavar="YYYY-MM-DD", type=_date, help="grade only runs dated on or before")
     parser.add_argument("--direct-num-workers", type=int, default=0, help="workers for direct-multiprocess")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+
+def _date(text: str) -> str:
+    try:
+        return datetime.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {text!r}") from None
 
 
 def local_runner(name: str) -> PipelineRunner | None:

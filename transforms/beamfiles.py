@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from typing import IO, cast
+from typing import IO, Any, cast
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -20,14 +20,14 @@ def join(base: str, rel: str) -> str:
     return base.rstrip("/") + "/" + rel if rel else base
 
 
-def beam_run_files(root: str, listing: Iterable[tuple[str, int]]) -> RunFiles:
-    """A run at ``root`` whose files (relative path, size) were listed by discovery."""
+def beam_run_files(root: str, listing: Iterable[tuple[Any, ...]]) -> RunFiles:
+    """A run at ``root`` whose files (relative path, size[, mtime]) were listed by discovery."""
 
     def opener(rel: str) -> AbstractContextManager[IO[bytes]]:
         fh = FileSystems.open(join(root, rel), compression_type=CompressionTypes.UNCOMPRESSED)
         return cast(AbstractContextManager[IO[bytes]], fh)
 
-    return RunFiles(root, dict(listing), opener)
+    return RunFiles(root, {item[0]: item[1] for item in listing}, opener)
 
 
 def list_files(base: str) -> list[tuple[str, int]]:

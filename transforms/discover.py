@@ -11,7 +11,8 @@ from apache_beam.metrics import Metrics
 
 from graders.layout import run_root_of
 
-RunListing = tuple[str, list[tuple[str, int]]]  # (run root relative to input, [(rel, size)])
+# (run root relative to input, [(rel, size, mtime seconds)])
+RunListing = tuple[str, list[tuple[str, int, float]]]
 
 
 class _KeyByRun(beam.DoFn):
@@ -20,7 +21,7 @@ class _KeyByRun(beam.DoFn):
         self.files = Metrics.counter("fleetgrade", "files_discovered")
         self.stray = Metrics.counter("fleetgrade", "stray_files_skipped")
 
-    def process(self, meta: Any) -> Iterator[tuple[str, tuple[str, int]]]:
+    def process(self, meta: Any) -> Iterator[tuple[str, tuple[str, int, float]]]:
         # `meta` is a FileMetadata(path, size_in_bytes) from MatchFiles.
         path: str = meta.path
         if not path.startswith(self.base + "/"):
@@ -31,10 +32,11 @@ class _KeyByRun(beam.DoFn):
         if root is None:
             self.stray.inc()
             return
-        yield root, (rel[len(root) + 1 :], int(meta.size_in_bytes))
+        mtime = float(getattr(meta, "last_updated_in_seconds", 0.0) or 0.0)
+        yield root, (rel[len(root) + 1 :], int(meta.size_in_bytes), mtime)
 
 
-def _sorted_listing(kv: tuple[str, Iterable[tuple[str, int]]]) -> RunListing:
+def _sorted_listing(kv: tuple[str, Iterable[tuple[str, int, float]]]) -> RunListing:
     root, files = kv
     return root, sorted(files)
 

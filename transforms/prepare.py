@@ -12,10 +12,12 @@ from apache_beam.metrics import Metrics
 from graders.layout import layout_hints
 from graders.prepare import PreparedRun, prepare_run
 from graders.rows import dead_letter_row
+from graders.state import listing_digest
 from transforms.beamfiles import beam_run_files, join
 from transforms.discover import RunListing
 
 DEAD = "dead_letter"
+DEAD_STATE = "dead_state"  # (dead-letter row, listing, previous state) for the state table
 LOG = logging.getLogger("fleetgrade")
 
 
@@ -28,8 +30,10 @@ class PrepareRun(beam.DoFn):
         self.dead = Metrics.counter("fleetgrade", "runs_dead_lettered")
         self.bytes = Metrics.counter("fleetgrade", "bytes_read")
 
-    def process(self, element: RunListing) -> Iterator[Any]:
-        root_rel, listing = element
+    def process(self, element: RunListing | tuple[Any, ...]) -> Iterator[Any]:
+        # (root, listing), or (root, listing, previous state row) from the incremental decision.
+        root_rel, listing = element[0], element[1]
+        previous = element[2] if len(element) > 2 else None
         root = join(self.base, root_rel)
         files = beam_run_files(root, listing)
         try:
@@ -41,8 +45,11 @@ class PrepareRun(beam.DoFn):
             workflow, run_id, date = layout_hints(root_rel)
             row = dead_letter_row(root, "prepare", exc, run_id=run_id, workflow=workflow, date=date)
             yield beam.pvalue.TaggedOutput(DEAD, row)
+            yield beam.pvalue.TaggedOutput(DEAD_STATE, (row, listing, previous))
             return
         finally:
             self.bytes.inc(files.bytes_read)
         self.prepared.inc()
+        prep.previous = previous
+        prep.listing_digest = listing_digest(listing)
         yield prep

@@ -49,7 +49,11 @@ def identity_of(table: str, row: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _key_rows(table: str) -> Any:
+    partitioned = table not in UNPARTITIONED
+
     def key(row: dict[str, Any]) -> tuple[PartitionKey, tuple[str, Any]]:
+        if not partitioned:
+            return (table, None, None), ("row", row)
         return (table, row.get("workflow"), row.get("date")), ("row", row)
 
     return key

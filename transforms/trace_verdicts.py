@@ -51,8 +51,24 @@ def _reliability_row(kv: tuple[tuple[str, str], tuple[dict[str, Any], str]]) -> 
     yield task_reliability_row(key, output, last_date)
 
 
+class TaskReliability(beam.PTransform):
+    """``trace_verdicts`` rows → ``task_reliability`` rows, one per (workflow, task)."""
+
+    def __init__(self, max_k: int = DEFAULT_MAX_K) -> None:
+        super().__init__()
+        self.max_k = max_k
+
+    def expand(self, verdicts: beam.PCollection) -> beam.PCollection:
+        return (
+            verdicts
+            | "KeyByTask" >> beam.Map(lambda r: ((r["workflow"], r["task"]), (r["delivered"], r["date"])))
+            | "PassK" >> beam.CombinePerKey(TupleCombineFn(PassKCombineFn(self.max_k), max))
+            | "ReliabilityRows" >> beam.FlatMap(_reliability_row)
+        )
+
+
 class GradeTraceRules(beam.PTransform):
-    """PreparedRun → {"trace_verdicts": rows, "task_reliability": rows}."""
+    """PreparedRun → {"trace_verdicts": rows, "task_reliability": rows} for these runs only."""
 
     def __init__(self, cfg: TraceConfig, max_k: int = DEFAULT_MAX_K) -> None:
         super().__init__()
@@ -61,10 +77,5 @@ class GradeTraceRules(beam.PTransform):
 
     def expand(self, prepared: beam.PCollection) -> dict[str, beam.PCollection]:
         verdicts = prepared | "Grade[trace-rules]" >> beam.Map(verdict_row, self.cfg)
-        reliability = (
-            verdicts
-            | "KeyByTask" >> beam.Map(lambda r: ((r["workflow"], r["task"]), (r["delivered"], r["date"])))
-            | "PassK" >> beam.CombinePerKey(TupleCombineFn(PassKCombineFn(self.max_k), max))
-            | "ReliabilityRows" >> beam.FlatMap(_reliability_row)
-        )
+        reliability = verdicts | "TaskReliability" >> TaskReliability(self.max_k)
         return {"trace_verdicts": verdicts, "task_reliability": reliability}

@@ -95,6 +95,8 @@ def test_run_gs_to_gs(gcs_server, tmp_path):
         table = pq.read_table(io.BytesIO(data))
         local_file = local / name.removeprefix("graded/")
         assert table.num_rows > 0
+        if "/_state/" in name:
+            continue  # run folders and their listings (paths, mtimes) differ by nature
         if "/runs/" in name or "/dead_letter/" in name:
             # These name the input folder, which differs (gs://… vs a local path).
             path_cols = ["root"] if "/runs/" in name else ["input", "message"]

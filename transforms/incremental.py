@@ -1,0 +1,125 @@
+"""The incremental decision (graders/state.py) and reading back what earlier runs wrote."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+from urllib.parse import unquote
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+
+from graders.parquet import HIVE_NULL, decode_table, partition_path
+from graders.plan import PlanSet
+from graders.state import STATE_TABLE, grading_digest, listing_digest, unchanged
+from graders.trace_rules.config import TraceConfig
+from transforms.beamfiles import join
+from transforms.sink import PART_NAME
+
+KEEP = "keep"
+
+
+def _partition_values(path: str) -> tuple[str | None, str | None]:
+    parts = {p.split("=", 1)[0]: p.split("=", 1)[1] for p in path.split("/") if "=" in p}
+    values = []
+    for key in ("workflow", "date"):
+        raw = parts.get(key)
+        values.append(None if raw is None or raw == HIVE_NULL else unquote(raw))
+    return values[0], values[1]
+
+
+def read_table_rows(output: str, table: str) -> Iterator[dict[str, Any]]:
+    """Every row an earlier run wrote to ``table``, with its partition columns."""
+    if table == STATE_TABLE:
+        pattern = join(output, f"{partition_path(table, None, None)}/{PART_NAME}")
+    else:
+        pattern = join(output, f"{table}/*/*/{PART_NAME}")
+    try:
+        matches = FileSystems.match([pattern])
+    except Exception:  # nothing there yet (first run)
+        return
+    for meta in sorted((m for r in matches for m in r.metadata_list), key=lambda m: m.path):
+        with FileSystems.open(meta.path) as fh:
+            data = fh.read()
+        workflow, date = _partition_values(meta.path)
+        for row in decode_table(table, data):
+            if table != STATE_TABLE:
+                row["workflow"], row["date"] = workflow, date
+            yield row
+
+
+class ReadTable(beam.PTransform):
+    def __init__(self, output: str, table: str) -> None:
+        super().__init__()
+        self.output = output
+        self.table = table
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        return (
+            pbegin
+            | "Start" >> beam.Create([self.table])
+            | "Read" >> beam.FlatMap(lambda t, out: read_table_rows(out, t), self.output)
+        )
+
+
+class Decide(beam.DoFn):
+    """Per run folder: carry its state (unchanged, or its input is gone) or send it to grading.
+
+    Outputs (root, listing, previous state) to grade on the main output, and state rows to keep
+    on ``keep``.
+    """
+
+    def __init__(self, base: str, plans: PlanSet, trace_config: TraceConfig, full: bool,
+                 since: str | None, until: str | None) -> None:
+        self.base = base.rstrip("/")
+        self.plans = plans
+        self.trace_config = trace_config
+        self.full = full
+        self.since = since
+        self.until = until
+        self.discovered = Metrics.counter("fleetgrade", "runs_discovered")
+        self.unchanged = Metrics.counter("fleetgrade", "runs_unchanged")
+        self.window = Metrics.counter("fleetgrade", "runs_out_of_window")
+
+    def setup(self) -> None:
+        archived = self.plans.archived_evaluators
+        self.digests = {w: grading_digest(p, self.trace_config, archived) for w, p in self.plans.by_workflow}
+        self.default_digest = grading_digest(self.plans.default, self.trace_config, archived)
+
+    def digest_for(self, workflow: str | None) -> str:
+        return self.digests.get(workflow or "", self.default_digest)
+
+    def in_window(self, date: str | None) -> bool:
+        if date is None:
+            return True
+        return (self.since is None or date >= self.since) and (self.until is None or date <= self.until)
+
+    def process(self, kv: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[Any]:
+        _, groups = kv
+        listings = list(groups["listing"])
+        states = list(groups["state"])
+        previous = states[0] if states else None
+        if not listings:  # the input is gone: its rows stay (history), and so does its state
+            if previous is not None:
+                yield beam.pvalue.TaggedOutput(KEEP, previous)
+            return
+        self.discovered.inc()
+        root_rel, listing = listings[0]
+        if previous is not None and not self.in_window(previous.get("date")):
+            self.window.inc()
+            yield beam.pvalue.TaggedOutput(KEEP, previous)
+            return
+        if not self.full and unchanged(previous, listing_digest(listing), self.digest_for(
+                previous.get("workflow") if previous else None)):
+            self.unchanged.inc()
+            yield beam.pvalue.TaggedOutput(KEEP, previous)
+            return
+        yield root_rel, listing, previous
+
+
+def key_listing(base: str) -> Any:
+    def key(element: tuple[str, list[Any]]) -> tuple[str, tuple[str, list[Any]]]:
+        return join(base.rstrip("/"), element[0]), element
+
+    return key
