@@ -43,7 +43,7 @@ def test_discover_groups_files_by_run(tmp_path):
 def test_prepare_and_grade(tmp_path):
     make_fleet(tmp_path)
     plans = PlanSet(default_plan())
-    N = len(default_plan().enabled)  # noqa: N806
+    N = len(default_plan().enabled)
     with local_test_pipeline() as p:
         prepared = (
             p | DiscoverRuns(str(tmp_path))
