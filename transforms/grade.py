@@ -15,6 +15,7 @@ from graders.prepare import PreparedRun, bind_executor
 from graders.rows import dead_letter_row, result_rows, run_row
 
 RunKey = tuple[str, str, str, int]
+SANDBOX_MIN_RAM = "4GB"
 
 
 def run_key(prep: PreparedRun) -> RunKey:
@@ -90,10 +91,11 @@ class GradeRuns(beam.PTransform):
         per_family = []
         failures = []
         for family in self.plans.families():
-            good, bad = (
-                prepared
-                | f"Grade[{family}]" >> beam.ParDo(GradeFamily(self.plans, family)).with_exception_handling()
-            )
+            grade = beam.ParDo(GradeFamily(self.plans, family))
+            if family in SANDBOXED_SOURCES:
+                # A V8 helper or bubblewrap evaluators per worker need headroom beyond the graders.
+                grade = grade.with_resource_hints(min_ram=SANDBOX_MIN_RAM)
+            good, bad = prepared | f"Grade[{family}]" >> grade.with_exception_handling()
             per_family.append(good)
             failures.append(bad)
         results = tuple(per_family) | "FlattenResults" >> beam.Flatten()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,7 +31,22 @@ class PrepareRun(beam.DoFn):
         self.dead = Metrics.counter("fleetgrade", "runs_dead_lettered")
         self.bytes = Metrics.counter("fleetgrade", "bytes_read")
 
+    def setup(self) -> None:
+        self._count = 0
+        self._started = time.monotonic()
+        self._last_log = self._started
+
+    def _progress(self) -> None:
+        """A progress line every 10 s per worker: runs done and rate."""
+        self._count += 1
+        now = time.monotonic()
+        if now - self._last_log >= 10:
+            self._last_log = now
+            rate = self._count / max(now - self._started, 1e-9)
+            LOG.info("progress: %d run(s) read by this worker, %.1f runs/s", self._count, rate)
+
     def process(self, element: RunListing | tuple[Any, ...]) -> Iterator[Any]:
+        self._progress()
         # (root, listing), or (root, listing, previous state row) from the incremental decision.
         root_rel, listing = element[0], element[1]
         previous = element[2] if len(element) > 2 else None

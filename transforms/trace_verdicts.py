@@ -62,7 +62,8 @@ class TaskReliability(beam.PTransform):
         return (
             verdicts
             | "KeyByTask" >> beam.Map(lambda r: ((r["workflow"], r["task"]), (r["delivered"], r["date"])))
-            | "PassK" >> beam.CombinePerKey(TupleCombineFn(PassKCombineFn(self.max_k), max))
+            # A workflow with one busy task would put every run on one worker: fan the combine out.
+            | "PassK" >> beam.CombinePerKey(TupleCombineFn(PassKCombineFn(self.max_k), max)).with_hot_key_fanout(8)
             | "ReliabilityRows" >> beam.FlatMap(_reliability_row)
         )
 
