@@ -91,7 +91,7 @@ class GradeRuns(beam.PTransform):
         per_family = []
         failures = []
         for family in self.plans.families():
-            grade = beam.ParDo(GradeFamily(self.plans, family))
+            grade: Any = beam.ParDo(GradeFamily(self.plans, family))
             if family in SANDBOXED_SOURCES:
                 # A V8 helper or bubblewrap evaluators per worker need headroom beyond the graders.
                 grade = grade.with_resource_hints(min_ram=SANDBOX_MIN_RAM)
