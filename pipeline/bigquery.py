@@ -11,7 +11,7 @@ import re
 
 import pyarrow as pa
 
-from schemas.tables import PARTITION_COLUMNS, TABLES
+from schemas.tables import PARTITION_COLUMNS, TABLES, public_tables
 
 # GoogleSQL reserved keywords: such a column name (e.g. observations' `case`) must be quoted.
 RESERVED = frozenset(
@@ -84,4 +84,4 @@ def table_ddl(prefix: str, dataset: str, table: str, schema: pa.Schema) -> str:
 
 def all_ddl(prefix: str, dataset: str) -> str:
     """One statement per table of ``schemas.tables.TABLES``, in a stable order."""
-    return "\n\n".join(table_ddl(prefix, dataset, name, TABLES[name]) for name in sorted(TABLES)) + "\n"
+    return "\n\n".join(table_ddl(prefix, dataset, name, TABLES[name]) for name in public_tables()) + "\n"

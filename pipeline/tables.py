@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.dataset as ds
 
-from schemas.tables import PARTITION_SCHEMA, TABLES
+from schemas.tables import PARTITION_SCHEMA, public_tables
 
 
 def table_glob(output: str, table: str) -> str:
@@ -17,8 +17,8 @@ def table_glob(output: str, table: str) -> str:
 def present_tables(output: str) -> list[str]:
     """Tables that have at least one partition (local folders; gs:// via DuckDB's httpfs is not assumed)."""
     if output.startswith("gs://"):
-        return list(TABLES)
-    return [t for t in TABLES if any(Path(output, t).glob("*/*/*.parquet"))]
+        return public_tables()
+    return [t for t in public_tables() if any(Path(output, t).glob("*/*/*.parquet"))]
 
 
 def connect(output: str) -> duckdb.DuckDBPyConnection:

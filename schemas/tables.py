@@ -128,3 +128,8 @@ def register_table(
         REPLACE_TABLE.add(name)
     if not partitioned:
         UNPARTITIONED.add(name)
+
+
+def public_tables() -> list[str]:
+    """Tables for readers (SQL views, BigQuery DDL, reports); ``_``-prefixed ones are internal."""
+    return sorted(t for t in TABLES if not t.startswith("_"))
