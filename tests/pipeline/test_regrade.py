@@ -13,6 +13,8 @@ import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipeline.cli import main
+from pipeline.report.queries import collect
+from pipeline.report.scope import Selection
 from pipeline.tables import connect
 from tests.conftest import REPO
 from tests.helpers.beam import local_test_pipeline
@@ -57,8 +59,9 @@ def test_regrade_adds_observations_and_leaves_original_tables_alone(graded):
     rows = con.execute("SELECT count(*), count(DISTINCT (run_id, attempt)) FROM observations").fetchone()
     assert rows == (regraded_runs(), regraded_runs())
     assert {p.parent.parent.name for p in (out / "observations").rglob("*.parquet")} == {"workflow=daily-file-diet"}
-    # Every original dead letter is still there.
+    # Every original dead letter is still there, and the report's input accounting ignores the regrade's.
     assert con.execute("SELECT count(*) FROM dead_letter WHERE stage = 'prepare'").fetchone()[0] == 4
+    assert collect(str(out), Selection()).overview["dead"] == 4
 
 
 def digests_outside(all_digests: dict[str, str]) -> dict[str, str]:
