@@ -68,6 +68,8 @@ def handle(args: argparse.Namespace) -> int:
         return regrade_one(Path(args.run_dir), args.evidence_at, args.json, args.allow_unsandboxed)
     if not args.input or not args.output:
         return _fail("either RUN_DIR or both --input and --output are required", 2)
+    if args.json:
+        return _fail("--json prints one run's observation: give a RUN_DIR", 2)
     return regrade_fleet(args)
 
 

@@ -152,6 +152,8 @@ def test_one_run_integrity_failure_exits_1(capsys):
     assert main(["regrade", str(FLEET / "ci-doctor" / "run-7100403"), "--evidence-at", T1, "--json"]) == 1
     assert "no archived operational-value evaluator" in capsys.readouterr().err
     assert main(["regrade", str(DIET / "run-7100213"), "--evidence-at", "2026-12-01", "--json"]) == 2
+    assert main(["regrade", "--input", str(FLEET), "--evidence-at", T1]) == 2
+    assert "either RUN_DIR or both --input and --output" in capsys.readouterr().err
 
 
 def test_missing_original_result_is_a_dead_letter(tmp_path, capsys):
