@@ -2,7 +2,10 @@
 
 Three gh-aw workflows over three days, with reruns (attempt 2), token usage, MCP gateway logs,
 Copilot events.jsonl, agent_output.json safe outputs, embedded Trajectory IR on some runs, and
-a few broken runs that must end in the dead letter.
+a few broken runs that must end in the dead letter. daily-file-diet runs carry gh-aw's archived
+operational-value files (manifest, frozen evaluator, original grader_results.json) for
+`fleetgrade regrade`; its first day's runs froze a transitional evaluator that also speaks the
+older attainment protocol, and one run in 11 has a tampered evaluator.
 """
 
 from __future__ import annotations
@@ -145,7 +148,8 @@ def write_run(wf: str, day: str, run_id: int, attempt: int, rng: random.Random) 
         output["trajectoryIR"] = trajectory_ir(rng, str(run_id))
     dump(root / "agent_output.json", output)
     if wf == "daily-file-diet":
-        write_archive(root, tampered=run_id % 11 == 0)
+        write_archive(root, str(run_id), attempt, len(items), tampered=run_id % 11 == 0,
+                      attainment=day == DAYS[0])
     dump(root / "agent_usage.json", {"input_tokens": sum(t["input_tokens"] for t in tokens),
                                      "output_tokens": sum(t["output_tokens"] for t in tokens)})
 
@@ -171,15 +175,85 @@ printf '[{"id":"conformance","value":%s},{"id":"outputs","value":%s}]\n' "$value
 """
 
 
-def write_archive(root: Path, tampered: bool) -> None:
-    digest = hashlib.sha256(EVALUATOR.encode()).hexdigest()
+# The first day's runs froze an evaluator from the older design's transition: given an evidence
+# time (a regrade) it answers with the attainment object, otherwise with the newest metric array.
+ATTAINMENT_EVALUATOR = """#!/usr/bin/env bash
+# File Diet Decision Conformance (transitional: attainment on regrade, metric array otherwise).
+#   value      1 when the run filed a label or comment, 0 when it filed nothing in strict mode,
+#              null (no evidence) otherwise, and null at evidence times before the run existed.
+#   maturesAt  seven days after the run was created; evidenceCutoff = min(evidenceAt, maturesAt).
+set -euo pipefail
+request=$(cat)
+outputs=$(jq '.outputs | length' <<<"$request")
+if [ "$outputs" -gt 0 ]; then
+  value=1
+elif [ "$(jq '.config.strict // false' <<<"$request")" = "true" ]; then
+  value=0
+else
+  value=null
+fi
+if [ "$(jq '.evidenceAt != null' <<<"$request")" != "true" ]; then
+  printf '[{"id":"conformance","value":%s},{"id":"outputs","value":%s}]\\n' "$value" "$outputs"
+  exit 0
+fi
+jq -c --argjson v "$value" --argjson n "$outputs" '
+  def epoch: sub("\\\\.[0-9]+Z$"; "Z") | fromdateiso8601;
+  (.evidenceAt | epoch) as $at
+  | ((.run.createdAt // .evidenceAt) | epoch) as $created
+  | ($created + 7 * 86400) as $matures
+  | (if $at < $created then null else $v end) as $value
+  | {value: $value,
+     case: (.case // {workflow: .run.workflow}),
+     opportunityKey: "\\(.run.repository)/\\(.run.workflow)#\\(.run.id)",
+     evidenceCutoff: ([$at, $matures] | min | todate),
+     maturesAt: ($matures | todate),
+     provenance: (if $value == null then [] else [{repository: .run.repository, kind: "workflow-run",
+                                                   ref: .run.id}] end),
+     message: (if $value == null then "no evidence at this time" else "outputs=\\($n)" end)}' <<<"$request"
+"""
+CASE = {"target": "src/", "maxFileLines": 500}
+BASELINE = 0.5
+
+
+def original_result(digest: str, n_outputs: int, attainment: bool) -> dict[str, object]:
+    """The operational-value result gh-aw recorded: what the evaluator returned at grading time."""
+    value = 1 if n_outputs > 0 else None
+    result: dict[str, object] = {
+        "id": "operational-value", "name": "File Diet Decision Conformance",
+        "description": "Whether the run requested the correct follow-up", "value": value, "unit": "ratio",
+        "passed": True if value is not None else None, "status": "pass" if value is not None else "unavailable",
+        "source": "operational-value", "implementation": {"id": "gh-aw/graders", "version": 1, "digest": digest},
+    }
+    if value is None:
+        result["message"] = "grader returned no value"
+    if attainment:  # the older design's result: an observation carrying the case, and the baseline
+        result["observation"] = {"case": CASE}
+        result["baselineValue"] = BASELINE
+    else:
+        result["metrics"] = [{"id": "conformance", "value": value}, {"id": "outputs", "value": n_outputs}]
+        result["diagnostics"] = {"outputs": n_outputs}
+    return result
+
+
+def write_archive(root: Path, run_id: str, attempt: int, n_outputs: int, tampered: bool, attainment: bool) -> None:
+    evaluator = ATTAINMENT_EVALUATOR if attainment else EVALUATOR
+    digest = hashlib.sha256(evaluator.encode()).hexdigest()
     dump(root / "agent/graders/grader_manifest.json", {"version": 1, "graders": [{
         "id": "operational-value", "name": "File Diet Decision Conformance",
         "description": "Whether the run requested the correct follow-up",
         "source": "operational-value", "enabled": True, "unit": "ratio", "direction": "higher_is_better",
         "threshold": 0.5, "digest": digest, "run": ".github/graders/daily-file-diet-operational-value.sh",
     }]})
-    body = EVALUATOR.replace("value=1", "value=2") if tampered else EVALUATOR
+    result = original_result(digest, n_outputs, attainment)
+    passed = result["status"] == "pass"
+    dump(root / "agent/graders/grader_results.json", {
+        "version": 1,
+        "run": {"id": run_id, "attempt": attempt, "graderCount": 1, "passed": int(passed), "failed": 0, "errors": 0},
+        "context": {},
+        "results": [result],
+    })
+    # Tampering happened after archiving: the recorded digests still name the genuine evaluator.
+    body = evaluator.replace("value=1", "value=2") if tampered else evaluator
     path = root / "agent/graders/operational_value_evaluator.sh"
     path.write_text(body)
 

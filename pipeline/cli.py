@@ -16,6 +16,7 @@ from schemas.version import FLEETGRADE_VERSION
 # Order = order in `fleetgrade --help`.
 COMMAND_MODULES: tuple[str, ...] = (
     "pipeline.cmd_run",
+    "pipeline.cmd_regrade",
     "pipeline.cmd_grade",
     "pipeline.cmd_trace",
     "pipeline.cmd_sql",

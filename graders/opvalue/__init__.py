@@ -3,7 +3,8 @@
 Modules: ``freeze`` (freezing and digest checks), ``request`` (the stdin request), ``sandbox``
 (bubblewrap + resource limits), ``launcher`` (the in-sandbox first process), ``output`` (stdout
 validation, both protocols), ``executor`` (the engine's ``Executor`` for source
-``operational-value``) and ``regrade`` (the pure core of ``fleetgrade regrade --evidence-at``).
+``operational-value``), ``regrade`` (the pure core of ``fleetgrade regrade --evidence-at``) and
+``replay`` (a prepared run as the core's input, an observation as JSON).
 
 Deliberate differences from the reference, and why:
 

@@ -95,7 +95,9 @@ def overview(con: duckdb.DuckDBPyConnection, tables: frozenset[str]) -> Row:
             "SELECT count(*) FROM (SELECT DISTINCT workflow, date, run_id, attempt FROM v_grader_results)"
         ).fetchall()[0][0]
     if "dead_letter" in tables:
-        ov["dead"] = con.execute("SELECT count(*) FROM v_dead_letter").fetchall()[0][0]
+        # Regrade dead letters are not inputs of the grading run: inputs = graded + dead letters.
+        ov["dead"] = con.execute(
+            "SELECT count(*) FROM v_dead_letter WHERE stage IS DISTINCT FROM 'regrade'").fetchall()[0][0]
     dated = [t for t in ("runs", "grader_results", "dead_letter") if t in tables]
     if dated:
         union = " UNION ALL ".join(f"SELECT workflow, date FROM v_{t}" for t in dated)

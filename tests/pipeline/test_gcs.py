@@ -103,3 +103,25 @@ def test_run_gs_to_gs(gcs_server, tmp_path):
             assert table.drop_columns(path_cols) == pq.read_table(local_file).drop_columns(path_cols)
         else:
             assert data == local_file.read_bytes(), name
+
+
+def test_regrade_gs_to_gs(gcs_server, tmp_path):
+    """``fleetgrade regrade`` reads and writes gs:// too; observations hold no path, so bytes match local."""
+    bucket = client().bucket(BUCKET)
+    local_fleet = tmp_path / "fleet"
+    for run in sorted((FLEET / "daily-file-diet").glob("run-71002*")):
+        shutil.copytree(run, local_fleet / "daily-file-diet" / run.name)
+    for path in sorted(local_fleet.rglob("*")):
+        if path.is_file():
+            bucket.blob(f"regrade-fleet/{path.relative_to(local_fleet).as_posix()}").upload_from_filename(str(path))
+    flags = ["--evidence-at", "2026-12-01T00:00:00Z", "--log-level", "WARNING"]
+    assert main(["regrade", "--input", f"gs://{BUCKET}/regrade-fleet", "--output", f"gs://{BUCKET}/regraded",
+                 *flags]) == 0
+    local = tmp_path / "local"
+    assert main(["regrade", "--input", str(local_fleet), "--output", str(local), *flags]) == 0
+    names = sorted(b.name for b in client().list_blobs(BUCKET, prefix="regraded/"))
+    expected = sorted(str(p.relative_to(local)) for p in local.rglob("*.parquet"))
+    assert [n.removeprefix("regraded/") for n in names] == expected
+    assert expected and all(n.startswith("observations/") for n in expected)
+    for name in names:
+        assert bucket.blob(name).download_as_bytes() == (local / name.removeprefix("regraded/")).read_bytes()

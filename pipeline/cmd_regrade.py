@@ -1,0 +1,119 @@
+"""``fleetgrade regrade``: replay archived operational-value evaluators at an evidence time.
+
+With ``--input``/``--output`` it is a Beam pipeline over stored runs that adds rows to the
+``observations`` table; with a RUN_DIR it regrades one archived run folder and prints the
+observation. Either way the original artifacts and tables are only read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import apache_beam as beam
+import orjson
+
+from graders.opvalue.errors import OperationalValueError
+from graders.opvalue.output import parse_timestamp
+from graders.opvalue.regrade import regrade
+from graders.opvalue.replay import has_archived_evaluator, observation_json, regrade_input
+from graders.opvalue.sandbox import SandboxOptions
+from graders.prepare import prepare_run
+from graders.runfiles import local_run_files
+from pipeline import regrade_graph
+from pipeline.cmd_run import _counter
+from pipeline.options import local_runner, pipeline_options
+
+LOG = logging.getLogger("fleetgrade")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "regrade",
+        help="regrade runs' archived operational-value evaluators at an evidence time (observations table)",
+        description="Replay each run's archived operational-value evaluator with --evidence-at and add "
+        "one row per (run, evaluator digest, evidence time) to the observations table under --output; "
+        "or regrade one RUN_DIR and print its observation. Unknown --flags are passed to Beam.",
+    )
+    p.add_argument("run_dir", nargs="?", metavar="RUN_DIR", help="one archived run folder (instead of --input)")
+    p.add_argument("--evidence-at", required=True, metavar="TIME", help="UTC ISO-8601, e.g. 2026-08-30T12:00:00Z")
+    p.add_argument("--input", help="fleet folder or gs:// prefix holding run folders")
+    p.add_argument("--output", help="output folder or gs:// prefix (the observations table is added there)")
+    p.add_argument("--json", action="store_true", help="with RUN_DIR: print the observation as JSON")
+    p.add_argument("--runner", default="direct", help="direct (in-process FnApiRunner), direct-multiprocess, …")
+    p.add_argument("--direct-num-workers", type=int, default=0, help="workers for direct-multiprocess")
+    p.add_argument("--allow-unsandboxed", action="store_true",
+                   help="DANGEROUS: run evaluators without bubblewrap when no sandbox can be created")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.set_defaults(func=handle, accepts_extra=True)
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(f"fleetgrade regrade: {message}", file=sys.stderr)
+    return code
+
+
+def handle(args: argparse.Namespace) -> int:
+    try:
+        parse_timestamp(args.evidence_at, "--evidence-at")
+    except OperationalValueError as exc:
+        return _fail(f"{exc}, got {args.evidence_at!r}", 2)
+    if args.run_dir is not None:
+        if args.input or args.output or args.extra:
+            return _fail("RUN_DIR cannot be combined with --input, --output or Beam flags", 2)
+        return regrade_one(Path(args.run_dir), args.evidence_at, args.json, args.allow_unsandboxed)
+    if not args.input or not args.output:
+        return _fail("either RUN_DIR or both --input and --output are required", 2)
+    if args.json:
+        return _fail("--json prints one run's observation: give a RUN_DIR", 2)
+    return regrade_fleet(args)
+
+
+def regrade_one(root: Path, evidence_at: str, as_json: bool, allow_unsandboxed: bool) -> int:
+    if not root.is_dir():
+        return _fail(f"{root}: not a directory")
+    files = local_run_files(root)
+    try:
+        prep = prepare_run(files, root.name)
+    except Exception as exc:  # the message names the file and the problem
+        return _fail(f"{root}: cannot prepare the run: {exc}")
+    where = f"run {prep.meta.run_id} ({root})"
+    if not has_archived_evaluator(files):
+        return _fail(f"{where}: no archived operational-value evaluator (operational_value_evaluator.sh)")
+    try:
+        row = regrade(regrade_input(prep, files), evidence_at, SandboxOptions(allow_unsandboxed=allow_unsandboxed))
+    except OperationalValueError as exc:
+        return _fail(f"{where}: {exc}")
+    doc = observation_json(row)
+    if as_json:
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(f"run {doc['run_id']} at {doc['evidence_at']}: {doc['status']}, value {doc['value']}")
+    return 0
+
+
+def regrade_fleet(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("apache_beam", "urllib3", "google"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(args.log_level)))
+    options = pipeline_options(args, args.extra)
+    runner = local_runner(args.runner)
+    started = time.monotonic()
+    p = beam.Pipeline(runner=runner, options=options) if runner is not None else beam.Pipeline(options=options)
+    regrade_graph.build(p, args.input, args.output, args.evidence_at, uuid.uuid4().hex, args.allow_unsandboxed)
+    result = p.run()
+    result.wait_until_finish()
+    unprepared = _counter(result, "runs_dead_lettered")
+    regraded, skipped = _counter(result, "runs_regraded"), _counter(result, "runs_regrade_skipped")
+    failed = _counter(result, "runs_regrade_failed") + unprepared
+    LOG.info(
+        "%d run(s) discovered, %d regraded, %d skipped (no archived evaluator), %d failed "
+        "in %.1fs → %s/observations",
+        _counter(result, "runs_prepared") + unprepared, regraded, skipped, failed,
+        time.monotonic() - started, args.output.rstrip("/"),
+    )
+    return 0

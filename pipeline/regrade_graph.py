@@ -1,0 +1,34 @@
+"""The regrade graph: discover → prepare → regrade → write ``observations`` and ``dead_letter``.
+
+Only those two tables are written, so the original results (``grader_results``, ``runs``, …)
+in the same output folder are never rewritten.
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+
+from transforms.discover import DiscoverRuns
+from transforms.prepare import DEAD
+from transforms.regrade import DROPS, OBSERVATIONS, PrepareForRegrade, Regrade, as_regrade_dead_letter
+from transforms.sink import WritePartitionedParquet
+
+
+def build(
+    p: beam.Pipeline,
+    input_base: str,
+    output: str,
+    evidence_at: str,
+    token: str,
+    allow_unsandboxed: bool = False,
+) -> beam.PCollection:
+    """Adds the whole graph to ``p``; returns the committed partition paths."""
+    listings = p | "Discover" >> DiscoverRuns(input_base)
+    prepared = listings | "Prepare" >> beam.ParDo(PrepareForRegrade(input_base)).with_outputs(DEAD, main="runs")
+    regraded = prepared.runs | "Regrade" >> beam.ParDo(Regrade(evidence_at, allow_unsandboxed)).with_outputs(
+        DEAD, DROPS, main=OBSERVATIONS
+    )
+    unprepared = prepared[DEAD] | "AsRegradeDeadLetters" >> beam.Map(as_regrade_dead_letter)
+    dead = (unprepared, regraded[DEAD]) | "FlattenDeadLetters" >> beam.Flatten()
+    tables = {OBSERVATIONS: regraded[OBSERVATIONS], "dead_letter": dead, DROPS: regraded[DROPS]}
+    return tables | "Write" >> WritePartitionedParquet(output, token)
