@@ -14,29 +14,12 @@ from collections.abc import Iterable
 from typing import Any
 
 import orjson
-import pyarrow as pa
 
 from graders.plan import GradingPlan
 from graders.rows import implementation_digest
 from graders.trace_rules.config import TraceConfig
-from schemas import tables
+from schemas.state_table import STATE_SCHEMA, STATE_TABLE  # noqa: F401  (re-exported)
 from schemas.version import FLEETGRADE_VERSION
-
-STATE_TABLE = "_state"
-STATE_SCHEMA = pa.schema(
-    [
-        ("root", pa.string()),
-        ("listing_digest", pa.string()),
-        ("grading_digest", pa.string()),
-        ("outcome", pa.string()),  # graded | dead
-        ("workflow", pa.string()),
-        ("date", pa.string()),
-        ("run_id", pa.string()),
-        ("attempt", pa.int32()),
-        ("fleetgrade_version", pa.string()),
-    ]
-)
-tables.register_table(STATE_TABLE, STATE_SCHEMA, ("root",), partitioned=False)
 
 # Tables whose rows belong to a graded run, identified by (run_id, attempt) in its partition.
 RUN_TABLES = ("grader_results", "runs", "trace_verdicts")

@@ -133,3 +133,23 @@ def register_table(
 def public_tables() -> list[str]:
     """Tables for readers (SQL views, BigQuery DDL, reports); ``_``-prefixed ones are internal."""
     return sorted(t for t in TABLES if not t.startswith("_"))
+
+
+def _register_families() -> None:
+    """Every table family registers here, so any process that writes (a Dataflow worker running
+    only the sink, say) knows every table without importing the modules that produce rows."""
+    from schemas.observation_table import OBSERVATION_KEY, OBSERVATION_SCHEMA
+    from schemas.state_table import STATE_SCHEMA, STATE_TABLE
+    from schemas.trace_tables import TASK_RELIABILITY, TRACE_VERDICTS, file_schema
+
+    register_table("trace_verdicts", file_schema(TRACE_VERDICTS), ("run_id", "attempt"),
+                   identity=("run_id", "attempt"))
+    # An aggregate over every run of a task: recomputed whole on each run, never merged.
+    register_table("task_reliability", file_schema(TASK_RELIABILITY), ("task",), replace_table=True)
+    # Observations accumulate: a row goes only when a new row has its (run, attempt, digest, time).
+    register_table("observations", file_schema(OBSERVATION_SCHEMA), (*OBSERVATION_KEY, "attempt"),
+                   identity=("run_id", "attempt", "evaluator_digest", "evidence_at"))
+    register_table(STATE_TABLE, STATE_SCHEMA, ("root",), partitioned=False)
+
+
+_register_families()

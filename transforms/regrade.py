@@ -20,9 +20,6 @@ from graders.opvalue.replay import has_archived_evaluator, regrade_input
 from graders.opvalue.sandbox import SandboxOptions
 from graders.prepare import PreparedRun
 from graders.rows import dead_letter_row
-from schemas import tables
-from schemas.observation_table import OBSERVATION_KEY, OBSERVATION_SCHEMA
-from schemas.trace_tables import file_schema
 from transforms.beamfiles import beam_run_files
 from transforms.discover import RunListing
 from transforms.prepare import DEAD, PrepareRun
@@ -32,10 +29,6 @@ DROPS = "_drops"
 STAGE = "regrade"
 LOG = logging.getLogger("fleetgrade")
 
-# Observations accumulate: a row goes only when a new row has its (run, digest, evidence-at).
-# Attempts share a key, so the attempt orders them (byte-identical files).
-tables.register_table(OBSERVATIONS, file_schema(OBSERVATION_SCHEMA), (*OBSERVATION_KEY, "attempt"),
-                      identity=OBSERVATION_KEY)
 
 Listing = list[tuple[str, int]]
 

@@ -17,15 +17,8 @@ from graders.prepare import PreparedRun
 from graders.trace_rules.config import TraceConfig
 from graders.trace_rules.ghaw import run_from_ghaw_trace, task_key
 from graders.trace_rules.verdicts import grade_run
-from schemas import tables
-from schemas.trace_tables import TASK_RELIABILITY, TRACE_VERDICTS, file_schema
 from schemas.version import FLEETGRADE_VERSION
 from transforms.reliability import DEFAULT_MAX_K, PassKCombineFn, task_reliability_row
-
-tables.register_table("trace_verdicts", file_schema(TRACE_VERDICTS), ("run_id", "attempt"),
-                      identity=("run_id", "attempt"))
-# An aggregate over every run of a task: recomputed whole on each run, never merged.
-tables.register_table("task_reliability", file_schema(TASK_RELIABILITY), ("task",), replace_table=True)
 
 
 def verdict_row(prep: PreparedRun, cfg: TraceConfig) -> dict[str, Any]:
