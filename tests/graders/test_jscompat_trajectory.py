@@ -147,6 +147,12 @@ def test_untranslatable_lookbehind_is_invalid() -> None:
 try:  # a real V8 (mini-racer) when installed; the differential test is skipped otherwise
     from py_mini_racer import MiniRacer
 
+    from graders.js_sandbox import _init_v8
+
+    # V8 takes its flags once per process: start it as the inline-grader sandbox does, so the
+    # sandbox tests that share this process still get a hardened V8.
+    _init_v8()
+
     _V8: MiniRacer | None = MiniRacer()
     _V8.eval(  # type: ignore[union-attr]
         "function probe(p, s, f) { let r; try { r = new RegExp(p, f); } catch (e) { return null; }"
