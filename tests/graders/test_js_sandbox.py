@@ -289,8 +289,9 @@ def test_no_isolate_or_thread_outlives_an_evaluation(local: JsSandbox) -> None:
     from py_mini_racer._context import context_count  # a test hook of mini-racer
 
     threads = threading.active_count()
+    contexts = context_count()  # other tests in this process may hold their own context
     for _ in range(20):
         local.evaluate("return 1", TRACE)
     grade(local, "while (true) {}")
-    assert context_count() == 0
+    assert context_count() == contexts
     assert threading.active_count() <= threads
