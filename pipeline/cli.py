@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pipeline.cmd_run",
     "pipeline.cmd_grade",
     "pipeline.cmd_sql",
+    "pipeline.cmd_synth",
 )
 
 
