@@ -1,0 +1,59 @@
+"""The core fleet through the Beam pipeline (local FnApiRunner), as a ratio to the plain loop.
+
+Modes: in-process (``in_memory``) and multi-process with 2 workers. Start-up overhead
+(runner set-up, worker processes) is measured separately on a 3-run fleet and subtracted
+for the "excluding start-up" ratio.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+from bench.common import BENCH_DIR, core_fleet, fleet, plain_loop, row
+from graders.plan import PlanSet, default_plan
+from pipeline import graph
+
+MODES: dict[str, dict[str, Any]] = {
+    "in-process": {"direct_running_mode": "in_memory"},
+    "multi-process x2": {"direct_running_mode": "multi_processing", "direct_num_workers": 2},
+}
+
+
+def run_pipeline(root: Path, mode: str) -> float:
+    """Seconds for ``fleetgrade run`` on ``root`` into a fresh output folder."""
+    out = BENCH_DIR / "out" / uuid.uuid4().hex
+    try:
+        started = time.perf_counter()
+        p = beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions([], **MODES[mode]))
+        graph.build(p, str(root), str(out), PlanSet(default_plan()), uuid.uuid4().hex)
+        p.run().wait_until_finish()
+        return time.perf_counter() - started
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    root = core_fleet(quick)
+    tiny = fleet(7, 3, "tiny", malformed_rate=0.0)
+    loop_s = plain_loop(root).seconds
+    rows = [row("plain loop (baseline, same run)", loop_s, "s")]
+    for mode in MODES:
+        startup = min(run_pipeline(tiny, mode) for _ in range(2))
+        total = run_pipeline(root, mode)
+        loop_again = plain_loop(root).seconds  # side by side: the baseline right after
+        base = min(loop_s, loop_again)
+        rows += [
+            row(f"pipeline {mode}: wall time", total, "s", baseline=base, ratio=total / base),
+            row(f"pipeline {mode}: start-up (3-run fleet)", startup, "s"),
+            row(f"pipeline {mode}: excluding start-up", total - startup, "s", baseline=base,
+                ratio=(total - startup) / base),
+        ]
+    return rows
