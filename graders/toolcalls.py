@@ -107,12 +107,15 @@ def native_tool_calls(entries: list[Any]) -> list[dict[str, Any]]:
     for entry in entries:
         if not is_record(entry):
             continue
+        etype = entry.get("type")
+        # Only starts and completions matter; other events (messages, …) are most of the log.
+        if etype != "tool.execution_start" and etype != "tool.execution_complete":
+            continue
         data = entry.get("data") if is_record(entry.get("data")) else {}
         tool_call_id = _str_or_empty(data.get("toolCallId"))
         server = _str_or_empty(data.get("mcpServerName"))
         name = _str_or_empty(data.get("toolName"))
         mcp_tool = data.get("mcpToolName")
-        etype = entry.get("type")
 
         timestamp = entry.get("timestamp")
         ident = _identity(tool_call_id, server, mcp_tool, timestamp)

@@ -12,7 +12,7 @@ from graders.engine import Executor, grade_trace
 from graders.executors import SANDBOXED_SOURCES, close_executor, make_executor
 from graders.plan import PlanSet, family_ids
 from graders.prepare import PreparedRun
-from graders.rows import dead_letter_row, result_rows, run_row
+from graders.rows import dead_letter_row, result_rows, run_row, status_counts
 
 RunKey = tuple[str, str, str, int]
 
@@ -60,22 +60,30 @@ def _status_key(row: dict[str, Any]) -> tuple[RunKey, dict[str, Any]]:
     }
 
 
-def _run_row(
-    kv: tuple[RunKey, dict[str, Iterable[Any]]], plans: PlanSet
-) -> Iterator[Any]:
+def _run_stub(prep: PreparedRun, plans: PlanSet) -> tuple[RunKey, dict[str, Any]]:
+    """The run's ``runs`` row before its status counts are known.
+
+    Only this small row crosses the join, never the preprocessed trace: shuffling whole
+    traces (encoded, held per run until the join) made the pipeline several times slower
+    than the plain loop and its memory grow with the fleet (make bench).
+    """
+    plan = plans.for_workflow(prep.meta.workflow)
+    return run_key(prep), run_row(prep.meta, prep.trace, [], prep.report, plan, prep.input_digest)
+
+
+def _run_row(kv: tuple[RunKey, dict[str, Iterable[Any]]]) -> Iterator[Any]:
     """The ``runs`` row of a run, or its dead-letter row when a grading step failed on it.
 
     A run is either graded or dead-lettered, never both, so inputs = graded + dead letters.
     """
     _, groups = kv
     failures = list(groups["failed"])
-    for prep in groups["run"]:
+    for stub in groups["run"]:
         if failures:
             yield beam.pvalue.TaggedOutput("dead_letter", failures[0])
             continue
-        plan = plans.for_workflow(prep.meta.workflow)
         statuses = sorted(groups["results"], key=lambda s: s["grader_index"])
-        yield run_row(prep.meta, prep.trace, statuses, prep.report, plan, prep.input_digest)
+        yield {**stub, **status_counts(statuses)}
 
 
 class GradeRuns(beam.PTransform):
@@ -104,12 +112,12 @@ class GradeRuns(beam.PTransform):
         )
         joined = (
             {
-                "run": prepared | "KeyRuns" >> beam.Map(lambda p: (run_key(p), p)),
+                "run": prepared | "KeyRuns" >> beam.Map(_run_stub, self.plans),
                 "results": results | "KeyStatuses" >> beam.Map(_status_key),
                 "failed": failed,
             }
             | "JoinRunResults" >> beam.CoGroupByKey()
-            | "RunRows" >> beam.FlatMap(_run_row, self.plans).with_outputs("dead_letter", main="runs")
+            | "RunRows" >> beam.FlatMap(_run_row).with_outputs("dead_letter", main="runs")
         )
         return {"grader_results": results, "runs": joined.runs, "dead_letter": joined.dead_letter}
 
