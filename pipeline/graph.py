@@ -5,6 +5,7 @@ from __future__ import annotations
 import apache_beam as beam
 
 from graders.plan import PlanSet
+from graders.prepare import PreparedRun
 from transforms.discover import DiscoverRuns
 from transforms.grade import GradeRuns
 from transforms.prepare import DEAD, PrepareRun
@@ -14,7 +15,9 @@ from transforms.sink import WritePartitionedParquet
 def build(p: beam.Pipeline, input_base: str, output: str, plans: PlanSet, token: str) -> beam.PCollection:
     """Adds the whole graph to ``p``; returns the committed partition paths."""
     listings = p | "Discover" >> DiscoverRuns(input_base)
-    prepared = listings | "Prepare" >> beam.ParDo(PrepareRun(input_base)).with_outputs(DEAD, main="runs")
+    prepared = listings | "Prepare" >> (
+        beam.ParDo(PrepareRun(input_base)).with_output_types(PreparedRun).with_outputs(DEAD, main="runs")
+    )
     graded = prepared.runs | "Grade" >> GradeRuns(plans)
     dead = (prepared[DEAD], graded["dead_letter"]) | "FlattenDeadLetters" >> beam.Flatten()
     tables = {
