@@ -17,7 +17,7 @@ from typing import Any
 from graders.plan import GradingPlan, default_plan
 from graders.prepare import grade_prepared, prepare_run
 from graders.runfiles import local_run_files
-from pipeline.synth import MANIFEST, SizeMix, SynthOptions, synth_fleet
+from pipeline.synth import MANIFEST, SizeMix, SynthOptions, synth_fleet, synth_options
 
 BENCH_DIR = Path(os.environ.get("FLEETGRADE_BENCH_DIR", ".bench"))
 LARGE_TIERS = frozenset({"large", "near-limit"})
@@ -27,12 +27,13 @@ def fleet(seed: int, runs: int, variant: str = "", **options: Any) -> Path:
     """The cached fleet ``<seed>-<runs>[-variant]``; ``options`` are SynthOptions fields."""
     name = f"{seed}-{runs}" + (f"-{variant}" if variant else "")
     out = BENCH_DIR / "fleets" / name
-    if (out / MANIFEST).exists():
+    opts = SynthOptions(runs=runs, seed=seed, **options)
+    if (out / MANIFEST).exists() and json.loads((out / MANIFEST).read_text())["options"] == synth_options(opts):
         return out
     tmp = out.with_name(name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     started = time.perf_counter()
-    synth_fleet(tmp, SynthOptions(runs=runs, seed=seed, **options))
+    synth_fleet(tmp, opts)
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
@@ -116,4 +117,4 @@ def core_fleet(quick: bool) -> Path:
     if quick:
         return fleet(7, 150, "mixed", mix=SizeMix(medium=0.15, large=0.03))
     # One or two runs near the file limit: realistic, but kept rare (disk and time).
-    return fleet(7, 1000, "mixed", mix=SizeMix(medium=0.15, large=0.02), near_limit_rate=0.002, max_file_mib=48.0)
+    return fleet(7, 1000, "mixed", mix=SizeMix(medium=0.15, large=0.02), near_limit_rate=0.003, max_file_mib=48.0)

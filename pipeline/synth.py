@@ -539,15 +539,20 @@ def synth_run(out: Path, run: PlannedRun, opts: SynthOptions) -> SynthRun:
     return entry
 
 
+def synth_options(opts: SynthOptions) -> dict[str, Any]:
+    """The options that shape a fleet (besides seed and size), as the manifest records them."""
+    return {"medium": opts.mix.medium, "large": opts.mix.large, "near_limit_rate": opts.near_limit_rate,
+            "max_file_mib": opts.max_file_mib, "malformed_rate": opts.malformed_rate,
+            "rerun_rate": opts.rerun_rate, "days": opts.days, "start_date": opts.start_date}
+
+
 def synth_fleet(out: Path, opts: SynthOptions) -> list[SynthRun]:
     """Write the whole fleet under ``out`` (which should be empty) and its ``synth-manifest.json``."""
     out.mkdir(parents=True, exist_ok=True)
     entries = [synth_run(out, run, opts) for run in plan_fleet(opts)]
     manifest = {
         "seed": opts.seed, "runs": opts.runs,
-        "options": {"medium": opts.mix.medium, "large": opts.mix.large, "near_limit_rate": opts.near_limit_rate,
-                    "max_file_mib": opts.max_file_mib, "malformed_rate": opts.malformed_rate,
-                    "rerun_rate": opts.rerun_rate, "days": opts.days, "start_date": opts.start_date},
+        "options": synth_options(opts),
         "fleet": [
             {"folder": e.folder, "workflow": e.workflow, "run_id": e.run_id, "attempt": e.attempt, "tier": e.tier,
              "malformed": e.malformed, "expected": e.expected, "bytes": e.bytes}
