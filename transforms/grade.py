@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -12,7 +14,7 @@ from graders.engine import Executor, grade_trace
 from graders.executors import SANDBOXED_SOURCES, close_executor, make_executor
 from graders.plan import PlanSet, family_ids
 from graders.prepare import PreparedRun
-from graders.rows import dead_letter_row, result_rows, run_row, status_counts
+from graders.rows import dead_letter_row, result_rows, run_row
 
 RunKey = tuple[str, str, str, int]
 
@@ -54,21 +56,50 @@ class GradeFamily(beam.DoFn):
         self.executors.clear()
 
 
-def _status_key(row: dict[str, Any]) -> tuple[RunKey, dict[str, Any]]:
-    return (row["workflow"], row["date"], row["run_id"], row["attempt"]), {
-        "status": row["status"], "grader_id": row["grader_id"], "grader_index": row["grader_index"],
-    }
+_STATUSES = ("pass", "fail", "error", "unavailable")
+Counts = list[int]  # [graders, pass, fail, error, unavailable]
 
 
-def _run_stub(prep: PreparedRun, plans: PlanSet) -> tuple[RunKey, dict[str, Any]]:
-    """The run's ``runs`` row before its status counts are known.
+def _status_key(row: dict[str, Any]) -> tuple[RunKey, str]:
+    return (row["workflow"], row["date"], row["run_id"], row["attempt"]), row["status"]
+
+
+class CountStatuses(beam.CombineFn):  # type: ignore[misc]
+    """Per run: how many results, and how many of each status (all the ``runs`` row needs).
+
+    Lifted, so one small counter per run reaches the join instead of one element per result.
+    """
+
+    def create_accumulator(self) -> Counts:
+        return [0, 0, 0, 0, 0]
+
+    def add_input(self, acc: Counts, status: str) -> Counts:
+        acc[0] += 1
+        if status in _STATUSES:
+            acc[1 + _STATUSES.index(status)] += 1
+        return acc
+
+    def merge_accumulators(self, accs: Iterable[Counts]) -> Counts:
+        merged = self.create_accumulator()
+        for acc in accs:
+            merged = [a + b for a, b in zip(merged, acc, strict=True)]
+        return merged
+
+    def extract_output(self, acc: Counts) -> Counts:
+        return acc
+
+
+def _run_stub(prep: PreparedRun, plans: PlanSet) -> tuple[RunKey, bytes]:
+    """The run's ``runs`` row before its status counts are known, pickled and compressed.
 
     Only this small row crosses the join, never the preprocessed trace: shuffling whole
     traces (encoded, held per run until the join) made the pipeline several times slower
-    than the plain loop and its memory grow with the fleet (make bench).
+    than the plain loop, and the local runner holds joined values as Python objects, so a
+    compressed row keeps the join's memory small per run (make bench).
     """
     plan = plans.for_workflow(prep.meta.workflow)
-    return run_key(prep), run_row(prep.meta, prep.trace, [], prep.report, plan, prep.input_digest)
+    stub = run_row(prep.meta, prep.trace, [], prep.report, plan, prep.input_digest)
+    return run_key(prep), zlib.compress(pickle.dumps(stub, pickle.HIGHEST_PROTOCOL), 1)
 
 
 def _run_row(kv: tuple[RunKey, dict[str, Iterable[Any]]]) -> Iterator[Any]:
@@ -78,12 +109,14 @@ def _run_row(kv: tuple[RunKey, dict[str, Iterable[Any]]]) -> Iterator[Any]:
     """
     _, groups = kv
     failures = list(groups["failed"])
-    for stub in groups["run"]:
+    counts = next(iter(groups["results"]), [0, 0, 0, 0, 0])
+    for packed in groups["run"]:
         if failures:
             yield beam.pvalue.TaggedOutput("dead_letter", failures[0])
             continue
-        statuses = sorted(groups["results"], key=lambda s: s["grader_index"])
-        yield {**stub, **status_counts(statuses)}
+        stub = pickle.loads(zlib.decompress(packed))
+        stub.update(zip(("graders", "passed", "failed", "errors", "unavailable"), counts, strict=True))
+        yield stub
 
 
 class GradeRuns(beam.PTransform):
@@ -113,7 +146,8 @@ class GradeRuns(beam.PTransform):
         joined = (
             {
                 "run": prepared | "KeyRuns" >> beam.Map(_run_stub, self.plans),
-                "results": results | "KeyStatuses" >> beam.Map(_status_key),
+                "results": results | "KeyStatuses" >> beam.Map(_status_key)
+                | "CountStatuses" >> beam.CombinePerKey(CountStatuses()),
                 "failed": failed,
             }
             | "JoinRunResults" >> beam.CoGroupByKey()
