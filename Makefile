@@ -27,7 +27,7 @@ demo: install
 	@echo "Parquet tables written under $(OUT)/"
 
 lint: install
-	$(VENV)/bin/ruff check schemas graders transforms pipeline tests
+	$(VENV)/bin/ruff check schemas graders transforms pipeline tests bench
 	$(VENV)/bin/mypy
 
 test: install lint

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
+import os
 import sys
+import time
 from typing import Any
 
-PARTS: tuple[str, ...] = ("trajectory", "inline_js")
+# "trajectory" and "inline_js" come from other branches; absent modules are skipped with a note.
+PARTS: tuple[str, ...] = ("core", "pipeline", "memory", "trajectory", "inline_js")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,17 +29,21 @@ def main(argv: list[str] | None = None) -> int:
     for part in PARTS:
         if args.only and part not in args.only:
             continue
+        if importlib.util.find_spec(f"bench.{part}") is None:
+            print(f"note: bench part {part!r} is not present (bench/{part}.py); skipped", flush=True)
+            continue
+        print(f"running {part}{' (quick)' if args.quick else ''} …", flush=True)
+        started = time.perf_counter()
         mod = importlib.import_module(f"bench.{part}")
         part_rows = mod.run(args.quick)
+        print(f"  {part} done in {time.perf_counter() - started:.1f}s", flush=True)
         for row in part_rows:
             row.setdefault("part", part)
         rows.extend(part_rows)
-    print(f"{'part':<12} {'measure':<58} {'value':>14} {'unit':<10} {'ratio':>8}")
+    print(f"{'part':<12} {'measure':<58} {'value':>14} {'unit':<10} {'ratio':>8}  note")
     for r in rows:
         ratio = f"{r['ratio']:.2f}" if isinstance(r.get("ratio"), (int, float)) else ""
-        print(f"{r['part']:<12} {r['name']:<58} {r['value']:>14.4g} {r['unit']:<10} {ratio:>8}")
-    import os
-
+        print(f"{r['part']:<12} {r['name']:<58} {r['value']:>14.4g} {r['unit']:<10} {ratio:>8}  {r.get('note', '')}")
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as fh:
         json.dump(rows, fh, indent=2)

@@ -235,8 +235,9 @@ def js_key_order(obj: dict[str, Any]) -> list[str]:
     return index_keys + [k for k in keys if not _is_array_index(k)]
 
 
-def _quote(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)
+# What json.dumps(text, ensure_ascii=False) calls for a str, without building an encoder per
+# call (it showed in the dedupe keys' profile).
+_quote = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
 def js_stringify(value: Any, indent: int = 0) -> str | None:
@@ -299,13 +300,24 @@ def js_sort_key(text: str) -> bytes:
 
 def stable_stringify(value: Any) -> str:
     """Key-sorted JSON used by gh-aw's dedupe keys (``undefined`` becomes "")."""
+    # Exact-type fast paths first: this runs once per tool call of every run.
+    t = type(value)
+    if t is str:
+        return _quote(value)
+    if isinstance(value, dict):
+        keys = list(value)
+        # For ASCII keys code-point order is UTF-16 order; others need the UTF-16 sort key.
+        if all(k.isascii() for k in keys):
+            keys.sort()
+        else:
+            keys.sort(key=js_sort_key)
+        return "{" + ",".join([_quote(k) + ":" + stable_stringify(value[k]) for k in keys]) + "}"
+    if t is int and -(10**21) < value < 10**21:
+        return str(value)
     if value is UNDEFINED:
         return ""
     if isinstance(value, list):
-        return "[" + ",".join(stable_stringify(v) for v in value) + "]"
-    if isinstance(value, dict):
-        keys = sorted(value.keys(), key=js_sort_key)
-        return "{" + ",".join(_quote(k) + ":" + stable_stringify(value[k]) for k in keys) + "}"
+        return "[" + ",".join([stable_stringify(v) for v in value]) + "]"
     return _stringify(value)
 
 

@@ -95,6 +95,76 @@ def _clean_line(raw: bytes) -> bytes | str | None:
     return text or None
 
 
+def _slow_line(raw: bytes, stats: JsonlStats, lineno: int) -> Any:
+    """The reference rules for one line, step by step; ``_SKIP`` when the line is skipped."""
+    line = _clean_line(raw)
+    if line is None:
+        stats.blank += 1
+        return _SKIP
+    if len(line) > MAX_LINE_LENGTH:
+        text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+        if utf16_len(text) > MAX_LINE_LENGTH:
+            stats.oversized += 1
+            stats.note("longer than 1048576 characters", lineno)
+            return _SKIP
+    try:
+        value = parse_json(line)
+    except JsonError:
+        stats.unparsable += 1
+        stats.note("not valid JSON", lineno)
+        return _SKIP
+    if value is None:
+        stats.null += 1
+        stats.note("literal null", lineno)
+        return _SKIP
+    return value
+
+
+_SKIP: Final = object()
+# bytes.translate + find is ~10x faster than a regex scan: one pass per batch says whether
+# any line of it can hold a 16-digit run at all (almost never, in real logs).
+_DIGIT_MAP: Final = bytes(0x30 if 0x30 <= i <= 0x39 else 0x2E for i in range(256))
+_DIGIT_RUN: Final = b"0" * 16
+
+
+def parse_jsonl_batch(lines: list[bytes], stats: JsonlStats, first_lineno: int = 1) -> list[Any]:
+    """Parse a batch of JSONL lines (without or with their ``\n``) under gh-aw's skip rules.
+
+    The fast path (ASCII-bounded line under the limit that orjson accepts, no long digit run)
+    does per line only what the rules need; anything else takes :func:`_slow_line`, which is
+    the rule-by-rule reference. Per-line Python overhead dominated preprocessing (make bench).
+    """
+    stats.lines += len(lines)
+    out: list[Any] = []
+    append = out.append
+    loads = orjson.loads
+    decode_error = orjson.JSONDecodeError
+    long_digits = any(line.translate(_DIGIT_MAP).find(_DIGIT_RUN) >= 0 for line in lines) if len(lines) < 4 \
+        else b"\n".join(lines).translate(_DIGIT_MAP).find(_DIGIT_RUN) >= 0
+    for i, raw in enumerate(lines):
+        s = raw.strip(_ASCII_WS)
+        if not s:
+            stats.blank += 1
+            continue
+        if s[0] < 0x80 and s[-1] < 0x80 and len(s) <= MAX_LINE_LENGTH:
+            try:
+                value = loads(s)
+            except decode_error:
+                value = _slow_line(raw, stats, first_lineno + i)
+            else:
+                if long_digits and _LONG_DIGITS.search(s):
+                    value = _js_numbers(value)
+                if value is None:
+                    stats.null += 1
+                    stats.note("literal null", first_lineno + i)
+                    continue
+        else:
+            value = _slow_line(raw, stats, first_lineno + i)
+        if value is not _SKIP:
+            append(value)
+    return out
+
+
 def iter_jsonl(lines: Iterable[bytes], stats: JsonlStats | None = None) -> Iterator[Any]:
     """Parse JSONL lines (split on ``\\n``), skipping what gh-aw skips.
 
@@ -103,28 +173,7 @@ def iter_jsonl(lines: Iterable[bytes], stats: JsonlStats | None = None) -> Itera
     """
     stats = stats if stats is not None else JsonlStats()
     for lineno, raw in enumerate(lines, start=1):
-        stats.lines += 1
-        line = _clean_line(raw)
-        if line is None:
-            stats.blank += 1
-            continue
-        if len(line) > MAX_LINE_LENGTH:
-            text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
-            if utf16_len(text) > MAX_LINE_LENGTH:
-                stats.oversized += 1
-                stats.note("longer than 1048576 characters", lineno)
-                continue
-        try:
-            value = parse_json(line)
-        except JsonError:
-            stats.unparsable += 1
-            stats.note("not valid JSON", lineno)
-            continue
-        if value is None:
-            stats.null += 1
-            stats.note("literal null", lineno)
-            continue
-        yield value
+        yield from parse_jsonl_batch([raw], stats, lineno)
 
 
 def parse_json_document(data: bytes) -> Any:

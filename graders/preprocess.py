@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from graders.jscompat import js_number_or_zero, js_truthy
-from graders.jsonio import MAX_FILE_SIZE, JsonlStats, iter_jsonl, parse_json_document
+from graders.jsonio import MAX_FILE_SIZE, JsonlStats, parse_json_document, parse_jsonl_batch
 from graders.runfiles import RunFiles
-from graders.toolcalls import gateway_tool_call, is_gateway_tool_call, merge_tool_calls, native_tool_calls
+from graders.toolcalls import gateway_tool_call, merge_tool_calls, native_tool_calls
 
 TOKEN_USAGE_PATHS: Final = (
     "sandbox/firewall-audit-logs/api-proxy-logs/token-usage.jsonl",
@@ -29,6 +29,15 @@ EVALS_PATH: Final = "evals.jsonl"
 TRAJECTORY_IR_PATH: Final = "agent/graders/trajectory_ir.json"
 
 _RETRY = re.compile(r"retry|retrying", re.IGNORECASE)
+_MAX_SAFE: Final = 2**53
+
+
+def _is_retry(message: str) -> bool:
+    # For ASCII text a lower-cased substring test is exactly the case-insensitive regex, and
+    # several times faster; other text keeps the regex's Unicode case folding.
+    if message.isascii():
+        return "retry" in message.lower()
+    return _RETRY.search(message) is not None
 
 
 @dataclass
@@ -73,7 +82,9 @@ def _read_jsonl(files: RunFiles, rel: str | None, report: PreprocessReport) -> l
     if rel is None:
         return []
     stats = JsonlStats()
-    entries = list(iter_jsonl(files.iter_lines(rel), stats))
+    entries: list[Any] = []
+    for batch in files.iter_line_batches(rel):
+        entries.extend(parse_jsonl_batch(batch, stats, stats.lines + 1))
     report.skipped_lines(rel, stats)
     return entries
 
@@ -137,10 +148,6 @@ def read_evals(files: RunFiles, report: PreprocessReport | None = None) -> dict[
     return summary if summary["total"] > 0 else None
 
 
-def _get(entry: Any, key: str) -> Any:
-    return entry.get(key) if isinstance(entry, dict) else None
-
-
 def preprocess(files: RunFiles, report: PreprocessReport | None = None) -> dict[str, Any]:
     """Build the preprocessed trace of one run (``preprocessTrace``)."""
     report = report if report is not None else PreprocessReport()
@@ -157,44 +164,66 @@ def preprocess(files: RunFiles, report: PreprocessReport | None = None) -> dict[
         if rel is not None:
             report.sources[label] = rel
 
-    gateway_calls = [gateway_tool_call(e) for e in gateway_entries if is_gateway_tool_call(e)]
+    # One pass per list, one type check and direct dict reads per record: these loops run once
+    # per log line, and the earlier comprehensions with helper calls dominated large runs.
+    gateway_calls: list[dict[str, Any]] = []
+    gateway_requests: list[Any] = []
+    retry_events: list[Any] = []
+    error_events: list[Any] = []
+    for e in gateway_entries:
+        if type(e) is not dict:  # non-records match none of the filters
+            continue
+        get = e.get
+        etype = get("type")
+        event = get("event")
+        method = get("method")
+        payload = get("payload")
+        # is_gateway_tool_call, inlined (same tests, same order).
+        if (etype == "tool_call" or method == "tools/call" or event == "tool_call"
+                or isinstance(get("tool_name"), str)
+                or (isinstance(payload, dict) and isinstance(payload.get("tool_name"), str))):
+            gateway_calls.append(gateway_tool_call(e))
+        if etype == "request" or etype == "response" or js_truthy(method):
+            gateway_requests.append(e)
+        message = get("message")
+        if get("retry") is True or event == "retry" or (isinstance(message, str) and _is_retry(message)):
+            retry_events.append(e)
+        if "error" in (get("level"), etype, event):
+            error_events.append(e)
+
     native: list[dict[str, Any]] = []
     for rel in events_files(files):
         if _readable(files, rel, report):
             native.extend(native_tool_calls(_read_jsonl(files, rel, report)))
     tool_calls = merge_tool_calls(native, gateway_calls)
 
-    gateway_requests = [
-        e for e in gateway_entries if _get(e, "type") in ("request", "response") or js_truthy(_get(e, "method"))
-    ]
-    retry_events = [
-        e
-        for e in gateway_entries
-        if _get(e, "retry") is True
-        or _get(e, "event") == "retry"
-        or (isinstance(_get(e, "message"), str) and _RETRY.search(e["message"]) is not None)
-    ]
-    error_events = [
-        e for e in gateway_entries if "error" in (_get(e, "level"), _get(e, "type"), _get(e, "event"))
-    ]
-
     total_in: float = 0
     total_out: float = 0
     total_ms: float = 0
     steps = []
     for i, entry in enumerate(token_entries):
-        # Number(undefined) and Number(null) both end as 0 under `|| 0`.
-        inp = js_number_or_zero(_get(entry, "input_tokens"))
-        out = js_number_or_zero(_get(entry, "output_tokens"))
-        ms = js_number_or_zero(_get(entry, "duration_ms"))
+        if type(entry) is dict:
+            get = entry.get
+            inp, out, ms, model = get("input_tokens"), get("output_tokens"), get("duration_ms"), get("model")
+            # Fast path for safe integers (what real logs hold); anything else is Number(x) || 0.
+            # (Number(undefined) and Number(null) both end as 0 under `|| 0`.)
+            if type(inp) is not int or not -_MAX_SAFE <= inp <= _MAX_SAFE:
+                inp = js_number_or_zero(inp)
+            if type(out) is not int or not -_MAX_SAFE <= out <= _MAX_SAFE:
+                out = js_number_or_zero(out)
+            if type(ms) is not int or not -_MAX_SAFE <= ms <= _MAX_SAFE:
+                ms = js_number_or_zero(ms)
+            if type(model) is str:
+                model = model or None
+            elif not js_truthy(model):
+                model = None
+        else:
+            inp = out = ms = 0
+            model = None
         total_in += inp
         total_out += out
         total_ms += ms
-        model = _get(entry, "model")
-        steps.append(
-            {"index": i, "inputTokens": inp, "outputTokens": out, "durationMs": ms,
-             "model": model if js_truthy(model) else None}
-        )
+        steps.append({"index": i, "inputTokens": inp, "outputTokens": out, "durationMs": ms, "model": model})
 
     ao = agent_output if isinstance(agent_output, (dict, list)) else None
     files_list: list[Any] = []

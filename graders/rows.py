@@ -94,6 +94,18 @@ def result_rows(
     return rows
 
 
+def status_counts(results: list[dict[str, Any]]) -> dict[str, int]:
+    """The ``runs`` row's counts of each status."""
+    statuses = [r["status"] for r in results]
+    return {
+        "graders": len(results),
+        "passed": statuses.count("pass"),
+        "failed": statuses.count("fail"),
+        "errors": statuses.count("error"),
+        "unavailable": statuses.count("unavailable"),
+    }
+
+
 def run_row(
     meta: RunMeta,
     trace: dict[str, Any],
@@ -103,7 +115,6 @@ def run_row(
     input_digest: str,
     source_kind: str = "gh-aw",
 ) -> dict[str, Any]:
-    statuses = [r["status"] for r in results]
     return {
         "workflow": meta.workflow,
         "date": meta.date,
@@ -114,11 +125,7 @@ def run_row(
         "metadata_source": meta.metadata_source,
         "source_kind": source_kind,
         "root": meta.root,
-        "graders": len(results),
-        "passed": statuses.count("pass"),
-        "failed": statuses.count("fail"),
-        "errors": statuses.count("error"),
-        "unavailable": statuses.count("unavailable"),
+        **status_counts(results),
         "total_input_tokens": _float(trace.get("totalInputTokens")),
         "total_output_tokens": _float(trace.get("totalOutputTokens")),
         "total_duration_ms": _float(trace.get("totalDurationMs")),

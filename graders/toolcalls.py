@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from graders.jscompat import UNDEFINED, is_record, js_trim, js_truthy, stable_stringify
@@ -106,12 +107,15 @@ def native_tool_calls(entries: list[Any]) -> list[dict[str, Any]]:
     for entry in entries:
         if not is_record(entry):
             continue
+        etype = entry.get("type")
+        # Only starts and completions matter; other events (messages, …) are most of the log.
+        if etype != "tool.execution_start" and etype != "tool.execution_complete":
+            continue
         data = entry.get("data") if is_record(entry.get("data")) else {}
         tool_call_id = _str_or_empty(data.get("toolCallId"))
         server = _str_or_empty(data.get("mcpServerName"))
         name = _str_or_empty(data.get("toolName"))
         mcp_tool = data.get("mcpToolName")
-        etype = entry.get("type")
 
         timestamp = entry.get("timestamp")
         ident = _identity(tool_call_id, server, mcp_tool, timestamp)
@@ -168,11 +172,10 @@ def _norm_name(name: Any) -> str:
     return js_trim(name).lower() if isinstance(name, str) else ""
 
 
-def dedupe_keys(call: dict[str, Any]) -> list[str]:
-    """All spellings under which a call may appear (name aliases x key-sorted arguments)."""
-    server = _norm_name(call.get("mcpServerName"))
-    mcp_tool = call.get("mcpToolName") if isinstance(call.get("mcpToolName"), str) else ""
-    bare_names = [call.get("name"), call.get("tool"), call.get("tool_name"), mcp_tool]
+def _alias_names(name: Any, tool: Any, tool_name: Any, mcp_tool: str, server_raw: Any) -> tuple[str, ...]:
+    """Normalized names a call may appear under, in the reference's order, without repeats."""
+    server = _norm_name(server_raw)
+    bare_names = (name, tool, tool_name, mcp_tool)
     names: list[Any] = list(bare_names)
     if server:
         for bare in bare_names:
@@ -186,13 +189,31 @@ def dedupe_keys(call: dict[str, Any]) -> list[str]:
                     names.append(n[len(prefix) :])
             if n.startswith(f"mcp__{server}__"):
                 names.append(n[len(f"mcp__{server}__") :])
-    args_key = stable_stringify(call.get("arguments", UNDEFINED))
-    keys: dict[str, None] = {}
-    for name in names:
-        n = _norm_name(name)
+    out: dict[str, None] = {}
+    for raw in names:
+        n = _norm_name(raw)
         if n:
-            keys[f"{n}|{args_key}"] = None
-    return list(keys)
+            out[n] = None
+    return tuple(out)
+
+
+# Runs call a handful of tools thousands of times: the alias list depends only on the name
+# fields, so it is computed once per distinct spelling (typed: True and 1 stay distinct).
+_cached_alias_names = functools.lru_cache(maxsize=8192, typed=True)(_alias_names)
+
+
+def dedupe_keys(call: dict[str, Any]) -> list[str]:
+    """All spellings under which a call may appear (name aliases x key-sorted arguments)."""
+    get = call.get
+    mcp_tool = get("mcpToolName")
+    fields = (get("name"), get("tool"), get("tool_name"), mcp_tool if isinstance(mcp_tool, str) else "",
+              get("mcpServerName"))
+    try:
+        names = _cached_alias_names(*fields)
+    except TypeError:  # an unhashable (non-string) name field: nothing to cache
+        names = _alias_names(*fields)
+    args_key = stable_stringify(get("arguments", UNDEFINED))
+    return [f"{n}|{args_key}" for n in names]
 
 
 def merge_tool_calls(native: list[dict[str, Any]], gateway: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -204,6 +225,9 @@ def merge_tool_calls(native: list[dict[str, Any]], gateway: list[dict[str, Any]]
         for key in dedupe_keys(call):
             index.setdefault(key, []).append(i)
     consumed: set[int] = set()
+    # Per key, the position of its first possibly unconsumed native call: consumption only
+    # grows, so skipping consumed entries once keeps repeated identical calls linear.
+    cursor: dict[str, int] = {}
     merged = list(native)
     for call in gateway:
         duplicate = False
@@ -211,10 +235,13 @@ def merge_tool_calls(native: list[dict[str, Any]], gateway: list[dict[str, Any]]
             bucket = index.get(key)
             if not bucket:
                 continue
-            match = next((i for i in bucket if i not in consumed), None)
-            if match is None:
+            pos = cursor.get(key, 0)
+            while pos < len(bucket) and bucket[pos] in consumed:
+                pos += 1
+            cursor[key] = pos
+            if pos == len(bucket):
                 continue
-            consumed.add(match)
+            consumed.add(bucket[pos])
             duplicate = True
             break
         if not duplicate:

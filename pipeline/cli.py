@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pipeline.cmd_sql",
     "pipeline.cmd_report",
     "pipeline.cmd_bigquery",
+    "pipeline.cmd_synth",
 )
 
 

@@ -87,8 +87,8 @@ def build(
         | "JoinState" >> beam.CoGroupByKey()
         | "Decide" >> beam.ParDo(Decide(input_base, plans, cfg, full, since, until)).with_outputs(KEEP, main="todo")
     )
-    prepared = decided.todo | "Prepare" >> beam.ParDo(PrepareRun(input_base)).with_outputs(
-        DEAD, DEAD_STATE, main="runs")
+    prepared = decided.todo | "Prepare" >> beam.ParDo(PrepareRun(input_base)).with_output_types(
+        PreparedRun).with_outputs(DEAD, DEAD_STATE, main="runs")
     windowed = prepared.runs | "Window" >> beam.ParDo(_Window(since, until)).with_outputs(KEEP, main="runs")
     runs = windowed.runs
     graded = runs | "Grade" >> GradeRuns(plans)

@@ -1,0 +1,120 @@
+"""Shared benchmark helpers: cached synthetic fleets and the plain-loop baseline.
+
+Fleets are generated once under ``.bench/fleets/<seed>-<n>[-<variant>]/`` (written to a
+temporary folder and renamed, so an interrupted generation is never reused).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graders.plan import GradingPlan, default_plan
+from graders.prepare import grade_prepared, prepare_run
+from graders.runfiles import local_run_files
+from pipeline.synth import MANIFEST, SizeMix, SynthOptions, synth_fleet, synth_options
+
+BENCH_DIR = Path(os.environ.get("FLEETGRADE_BENCH_DIR", ".bench"))
+LARGE_TIERS = frozenset({"large", "near-limit"})
+
+
+def fleet(seed: int, runs: int, variant: str = "", **options: Any) -> Path:
+    """The cached fleet ``<seed>-<runs>[-variant]``; ``options`` are SynthOptions fields."""
+    name = f"{seed}-{runs}" + (f"-{variant}" if variant else "")
+    out = BENCH_DIR / "fleets" / name
+    opts = SynthOptions(runs=runs, seed=seed, **options)
+    if (out / MANIFEST).exists() and json.loads((out / MANIFEST).read_text())["options"] == synth_options(opts):
+        return out
+    tmp = out.with_name(name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    started = time.perf_counter()
+    synth_fleet(tmp, opts)
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    print(f"  generated fleet {out} in {time.perf_counter() - started:.1f}s", flush=True)
+    return out
+
+
+def small_file_fleet(seed: int, runs: int) -> Path:
+    """Small runs only (fast to generate): for memory and scaling, where the count matters."""
+    return fleet(seed, runs, "small", mix=SizeMix(medium=0.03, large=0.0), malformed_rate=0.01)
+
+
+def manifest(root: Path) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = json.loads((root / MANIFEST).read_text())["fleet"]
+    return entries
+
+
+@dataclass
+class RunTiming:
+    folder: str
+    tier: str
+    seconds: float
+    prepare_seconds: float
+    bytes_read: int
+    files_read: list[str]
+    graded: bool
+
+
+@dataclass
+class LoopResult:
+    seconds: float
+    runs: list[RunTiming] = field(default_factory=list)
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(r.bytes_read for r in self.runs)
+
+    def subset(self, tiers: frozenset[str]) -> tuple[float, int, int]:
+        """(seconds, bytes, runs) over the runs of ``tiers``."""
+        sel = [r for r in self.runs if r.tier in tiers]
+        return sum(r.seconds for r in sel), sum(r.bytes_read for r in sel), len(sel)
+
+
+def plain_loop(root: Path, plan: GradingPlan | None = None) -> LoopResult:
+    """Preprocessing + every grader + the table rows, per run, in a plain Python loop."""
+    plan = plan or default_plan()
+    out = LoopResult(0.0)
+    started = time.perf_counter()
+    for entry in manifest(root):
+        t0 = time.perf_counter()
+        files = local_run_files(root / entry["folder"])
+        graded = True
+        t1 = t0
+        try:
+            prep = prepare_run(files, entry["folder"])
+            t1 = time.perf_counter()
+            grade_prepared(prep, plan)
+        except Exception:  # a dead letter in the pipeline
+            graded = False
+        t2 = time.perf_counter()
+        out.runs.append(RunTiming(entry["folder"], entry["tier"], t2 - t0, t1 - t0, files.bytes_read,
+                                  sorted(files.file_digests), graded))
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def row(name: str, value: float, unit: str, *, baseline: float | None = None, ratio: float | None = None,
+        note: str = "") -> dict[str, Any]:
+    r: dict[str, Any] = {"name": name, "value": value, "unit": unit}
+    if baseline is not None:
+        r["baseline"] = baseline
+    if ratio is not None:
+        r["ratio"] = ratio
+    if note:
+        r["note"] = note
+    return r
+
+
+def core_fleet(quick: bool) -> Path:
+    """The mixed fleet shared by the core and pipeline parts (heavy tail included)."""
+    if quick:
+        return fleet(7, 150, "mixed", mix=SizeMix(medium=0.15, large=0.03))
+    # One or two runs near the file limit: realistic, but kept rare (disk and time).
+    return fleet(7, 1000, "mixed", mix=SizeMix(medium=0.15, large=0.02), near_limit_rate=0.003, max_file_mib=48.0)

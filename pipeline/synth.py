@@ -1,0 +1,567 @@
+"""Deterministic synthetic fleets for benchmarks and tests (``fleetgrade synth``).
+
+A fleet is ``<out>/<workflow>/run-<id>[-attempt-2]/…`` holding every artifact kind of
+graders.md §5. Run sizes are heavy-tailed (most runs small, a few with tens of thousands of
+gateway lines and token-usage records, optionally a rare run near the 50 MiB file limit),
+some tasks (issues) are rerun, and a few runs are malformed on purpose. Every random choice
+comes from ``random.Random`` seeded with a string derived from the seed, so the same seed and
+options give a byte-identical tree on every machine and Python process.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+WORKFLOWS: Final = (
+    "ci-doctor", "issue-triage", "daily-file-diet", "pr-reviewer",
+    "dependency-updater", "docs-writer", "test-fixer", "security-scan",
+)
+MODELS: Final = ("gpt-5", "claude-sonnet-4.5", "gpt-5-mini", "claude-opus-4.1")
+TOKEN_USAGE_DIRS: Final = (
+    "sandbox/firewall-audit-logs/api-proxy-logs",
+    "sandbox/firewall/audit/api-proxy-logs",
+    "sandbox/firewall/logs/api-proxy-logs",
+)
+GATEWAY_NAMES: Final = ("gateway.jsonl", "mcp-gateway.jsonl", "rpc-messages.jsonl")
+SESSION_DIR: Final = "sandbox/agent/logs/copilot-session-state"
+# (server, tool) pairs the agent calls; `None` server = a native Copilot tool.
+TOOLS: Final = (
+    (None, "bash"), (None, "view"), (None, "edit"), (None, "create"), (None, "grep"),
+    ("github", "list_issues"), ("github", "get_issue"), ("github", "get_workflow_run"),
+    ("github", "search_code"), ("github", "get_file_contents"), ("safeoutputs", "add_comment"),
+    ("safeoutputs", "create_pull_request"), ("playwright", "browser_navigate"),
+)
+SAFE_OUTPUT_TYPES: Final = ("add_comment", "add_labels", "create_issue", "create_pull_request", "update_issue")
+
+# Malformed runs: the first group cannot be graded (dead letter), the second is graded with
+# warnings (bad lines are skipped and counted).
+DEAD_KINDS: Final = ("aw-info-truncated", "aw-info-not-object", "aw-info-bad-date", "aw-info-not-utf8", "no-artifacts")
+WARN_KINDS: Final = ("truncated-jsonl", "not-utf8-jsonl", "null-lines", "empty-agent-output", "bad-agent-output")
+MALFORMED_KINDS: Final = DEAD_KINDS + WARN_KINDS
+
+MIB: Final = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SizeMix:
+    """Fractions of medium and large runs; the rest are small."""
+
+    medium: float = 0.15
+    large: float = 0.02
+
+
+@dataclass(frozen=True)
+class RunSize:
+    """How much one run logs."""
+
+    tier: str  # small | medium | large | near-limit
+    tool_calls: int
+    token_records: int
+    gateway_filler: int  # non-call gateway lines (debug logs, pings, notifications)
+    near_limit_bytes: int = 0  # > 0: pad the gateway log to about this many bytes
+
+
+def _lognormal_int(rng: random.Random, median: float, sigma: float, lo: int, hi: int) -> int:
+    return max(lo, min(hi, round(median * math.exp(rng.gauss(0.0, sigma)))))
+
+
+def sample_size(rng: random.Random, mix: SizeMix = SizeMix(), near_limit_rate: float = 0.0,
+                max_file_mib: float = 48.0) -> RunSize:
+    """One run's size from a heavy-tailed mixture (lognormal bodies, a large tier of 10k+ lines).
+
+    Most runs make a dozen tool calls; medium runs hundreds; large runs thousands of calls with
+    10k–60k gateway lines and 10k–40k token-usage records. With ``near_limit_rate`` > 0 a rare
+    run pads its gateway log to ~``max_file_mib`` MiB (kept under gh-aw's 50 MiB limit).
+    """
+    u = rng.random()
+    if near_limit_rate > 0 and max_file_mib > 0 and rng.random() < near_limit_rate:
+        calls = _lognormal_int(rng, 400, 0.5, 50, 3000)
+        return RunSize("near-limit", calls, _lognormal_int(rng, 2000, 0.5, 100, 20000), 0,
+                       int(min(max_file_mib, 49.5) * MIB * 0.97))
+    if u < mix.large:
+        calls = rng.randint(1500, 6000)
+        return RunSize("large", calls, rng.randint(10_000, 40_000), rng.randint(10_000, 50_000))
+    if u < mix.large + mix.medium:
+        calls = _lognormal_int(rng, 150, 0.7, 20, 1500)
+        return RunSize("medium", calls, _lognormal_int(rng, 200, 0.8, 10, 4000),
+                       _lognormal_int(rng, 300, 0.9, 0, 8000))
+    calls = _lognormal_int(rng, 12, 0.8, 0, 120)
+    return RunSize("small", calls, _lognormal_int(rng, 14, 0.7, 1, 200), _lognormal_int(rng, 6, 1.0, 0, 200))
+
+
+@dataclass(frozen=True)
+class SynthOptions:
+    runs: int
+    seed: int = 0
+    mix: SizeMix = SizeMix()
+    near_limit_rate: float = 0.0
+    max_file_mib: float = 48.0
+    malformed_rate: float = 0.03
+    rerun_rate: float = 0.06
+    days: int = 5
+    start_date: str = "2026-11-20"
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    index: int
+    workflow: str
+    run_id: int
+    attempt: int
+    issue: int
+    day: int
+    malformed: str | None
+
+    @property
+    def folder(self) -> str:
+        suffix = f"-attempt-{self.attempt}" if self.attempt > 1 else ""
+        return f"{self.workflow}/run-{self.run_id}{suffix}"
+
+
+@dataclass
+class SynthRun:
+    """What was written for one run (the fleet manifest's entry)."""
+
+    folder: str
+    workflow: str
+    run_id: int
+    attempt: int
+    tier: str
+    malformed: str | None
+    expected: str  # graded | dead_letter
+    bytes: int = 0
+    files: dict[str, int] = field(default_factory=dict)
+
+
+def plan_fleet(opts: SynthOptions) -> list[PlannedRun]:
+    """Identity of every run (workflow, id, attempt, issue, day, malformed kind), cheaply, up front."""
+    rng = random.Random(f"fleetgrade-synth:{opts.seed}:fleet")
+    n = opts.runs
+    # At least one of every malformed kind once the fleet is large enough to hold them.
+    n_bad = min(n, max(round(n * opts.malformed_rate), len(MALFORMED_KINDS) if n >= 4 * len(MALFORMED_KINDS) else 0))
+    bad = dict(zip(sorted(rng.sample(range(n), n_bad)), (MALFORMED_KINDS[j % len(MALFORMED_KINDS)] for j in range(n_bad)),
+                   strict=True))
+    runs: list[PlannedRun] = []
+    next_id = 8_000_000 + rng.randrange(1000) * 1000
+    for i in range(n):
+        prev = runs[-1] if runs else None
+        if (prev is not None and prev.attempt == 1 and prev.malformed is None and i not in bad
+                and rng.random() < opts.rerun_rate):
+            # attempt 2 of the previous run: same id, workflow and issue, same day.
+            runs.append(PlannedRun(i, prev.workflow, prev.run_id, 2, prev.issue, prev.day, None))
+            continue
+        wf = WORKFLOWS[min(len(WORKFLOWS) - 1, int(rng.expovariate(0.45)))]
+        # Few open issues per workflow, so several runs share a task (pass^k groups them).
+        issue = 100 + min(int(rng.paretovariate(1.2)) - 1, 400) + 1000 * WORKFLOWS.index(wf)
+        next_id += rng.randint(1, 40)
+        runs.append(PlannedRun(i, wf, next_id, 1, issue, rng.randrange(max(1, opts.days)), bad.get(i)))
+    return runs
+
+
+def _dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj)
+
+
+def _ts(base_s: int, offset_s: float) -> str:
+    t = base_s + int(offset_s)
+    days, rem = divmod(t, 86400)
+    h, rem = divmod(rem, 3600)
+    m, s = divmod(rem, 60)
+    y, mo, d = _civil(days)
+    return f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{m:02d}:{s:02d}Z"
+
+
+def _civil(days: int) -> tuple[int, int, int]:
+    """Days since 1970-01-01 → (year, month, day) (Howard Hinnant's algorithm; no tz/locale)."""
+    z = days + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    y = yoe + era * 400
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d = doy - (153 * mp + 2) // 5 + 1
+    m = mp + 3 if mp < 10 else mp - 9
+    return y + (m <= 2), m, d
+
+
+def _epoch_days(date: str) -> int:
+    y, m, d = (int(x) for x in date.split("-"))
+    y -= m <= 2
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+_WORDS: Final = ("fix", "test", "build", "error", "module", "config", "retry", "cache", "parse", "label",
+                 "issue", "review", "update", "docs", "deps", "lint", "timeout", "flaky", "runner", "token")
+
+
+def _text(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(words))
+
+
+def _arguments(rng: random.Random, server: str | None, tool: str, issue: int) -> dict[str, Any]:
+    if tool == "bash":
+        return {"command": rng.choice(("make test", "pytest -q", "git status", "npm ci", "ls -la", "cat README.md"))}
+    if tool in ("view", "edit", "create"):
+        args: dict[str, Any] = {"path": f"src/module_{rng.randrange(40)}.py"}
+        if tool != "view":
+            args["content"] = _text(rng, rng.randint(3, 30))
+        return args
+    if tool == "grep":
+        return {"pattern": rng.choice(_WORDS), "path": "src"}
+    if server == "github":
+        return {"owner": "octo-org", "repo": "widgets", "issue_number": issue}
+    if server == "safeoutputs":
+        return {"body": _text(rng, rng.randint(5, 40))}
+    return {"url": f"https://example.com/{rng.randrange(100)}"}
+
+
+@dataclass
+class _Call:
+    index: int
+    server: str | None
+    tool: str
+    args: dict[str, Any]
+    success: bool
+    call_id: str
+    t: float
+    duration_ms: int
+
+
+def _calls(rng: random.Random, size: RunSize, run_id: int, issue: int) -> list[_Call]:
+    calls = []
+    t = 0.0
+    prev: _Call | None = None
+    for i in range(size.tool_calls):
+        if prev is not None and rng.random() < 0.04:  # a loop: the same call again
+            server, tool, args = prev.server, prev.tool, prev.args
+        else:
+            server, tool = TOOLS[min(len(TOOLS) - 1, int(rng.expovariate(0.25)))]
+            args = _arguments(rng, server, tool, issue)
+        dur = _lognormal_int(rng, 400, 1.0, 5, 120_000)
+        t += rng.uniform(0.5, 20.0)
+        call = _Call(i, server, tool, args, rng.random() > 0.08, f"call_{run_id}_{i}", t, dur)
+        calls.append(call)
+        prev = call
+    return calls
+
+
+def _token_lines(rng: random.Random, size: RunSize, base_s: int) -> Iterator[bytes]:
+    model = rng.choice(MODELS)
+    context = rng.randint(2000, 12000)
+    t = 0.0
+    for i in range(size.token_records):
+        context += rng.randint(0, 1500)
+        if rng.random() < 0.02:  # compaction
+            context = rng.randint(4000, 20000)
+        out = rng.randint(20, 2000)
+        t += rng.uniform(1.0, 30.0)
+        rec: dict[str, Any] = {
+            "timestamp": _ts(base_s, t), "request_id": f"req_{i:06d}", "provider": "copilot",
+            "model": model if rng.random() > 0.03 else rng.choice(MODELS),
+            "input_tokens": context, "output_tokens": out,
+            "cache_read_input_tokens": context // 2, "duration_ms": _lognormal_int(rng, 2500, 0.6, 50, 300_000),
+        }
+        if rng.random() < 0.01:  # older proxies logged numbers as strings
+            rec["input_tokens"] = str(context)
+        yield _dumps(rec)
+
+
+def _gateway_lines(rng: random.Random, calls: list[_Call], size: RunSize, fmt: str, base_s: int) -> Iterator[bytes]:
+    """Gateway log: one request (+ response) per MCP call, retries, errors and filler lines."""
+    mcp_calls = [c for c in calls if c.server is not None]
+    filler_left = size.gateway_filler
+    per_call = filler_left / max(1, len(mcp_calls))
+    pad = ""
+    if size.near_limit_bytes:
+        # Large tool payloads (file contents) bring the log near the file limit with few lines.
+        per_line = 8192
+        n_lines = max(1, size.near_limit_bytes // (per_line + 200))
+        pad = _text(rng, per_line // 6)[:per_line]
+        per_call = n_lines / max(1, len(mcp_calls))
+    budget = 0.0
+    for c in mcp_calls:
+        ts = _ts(base_s, c.t)
+        if fmt == "rpc-messages.jsonl":
+            yield _dumps({"timestamp": ts, "direction": "OUT", "type": "request", "method": "tools/call",
+                          "server_id": c.server, "payload": {"jsonrpc": "2.0", "id": c.index, "method": "tools/call",
+                                                             "params": {"name": c.tool, "arguments": c.args}}})
+        else:
+            yield _dumps({"timestamp": ts, "level": "info", "type": "tool_call", "server_id": c.server,
+                          "tool_name": c.tool, "payload": {"arguments": c.args}})
+        if rng.random() < 0.05:
+            yield _dumps({"timestamp": ts, "level": "warn", "event": "retry",
+                          "message": f"Retrying {c.tool} after HTTP 429 (attempt 2)", "server_id": c.server})
+        if not c.success and rng.random() < 0.5:
+            yield _dumps({"timestamp": ts, "level": "error", "type": "error", "server_id": c.server,
+                          "message": "upstream timeout"})
+        yield _dumps({"timestamp": ts, "type": "response", "method": "tools/call", "server_id": c.server,
+                      "status": 200 if c.success else 502, "duration_ms": c.duration_ms})
+        budget += per_call
+        while budget >= 1:
+            budget -= 1
+            if pad:
+                yield _dumps({"timestamp": ts, "level": "debug", "type": "payload", "server_id": c.server,
+                              "message": "tool result", "content": pad})
+            else:
+                yield _dumps({"timestamp": ts, "level": "debug", "type": "log", "server_id": c.server,
+                              "message": f"{rng.choice(_WORDS)} {rng.choice(_WORDS)} ok", "seq": rng.randrange(10**6)})
+    if not mcp_calls:
+        for _ in range(filler_left):
+            yield _dumps({"level": "debug", "type": "ping", "message": "keepalive"})
+
+
+def _event_lines(rng: random.Random, calls: list[_Call], run_id: int, base_s: int) -> Iterator[bytes]:
+    """Copilot session events: start/complete pairs, mostly by toolCallId, some only by name (FIFO)."""
+    yield _dumps({"type": "session.start", "data": {"sessionId": f"s-{run_id}", "version": 1},
+                  "timestamp": _ts(base_s, 0)})
+    yield _dumps({"type": "user.message", "data": {"content": _text(rng, 20)}, "timestamp": _ts(base_s, 0)})
+    for c in calls:
+        ts = _ts(base_s, c.t)
+        data: dict[str, Any] = {"toolCallId": c.call_id, "toolName": c.tool if c.server is None else f"{c.server}-{c.tool}",
+                                "arguments": c.args}
+        if c.server is not None:
+            data["mcpServerName"] = c.server
+            data["mcpToolName"] = c.tool
+        yield _dumps({"type": "tool.execution_start", "data": data, "timestamp": ts})
+        done: dict[str, Any] = {"toolCallId": c.call_id, "success": c.success}
+        if rng.random() < 0.05:  # completion without an id: matched FIFO by name
+            done = {"toolName": data["toolName"], "success": c.success}
+        if c.success:
+            done["result"] = {"content": _text(rng, rng.randint(2, 25))}
+        else:
+            done["error"] = {"message": "command failed", "code": rng.choice(("ENOENT", "EXIT_1", "TIMEOUT"))}
+        if rng.random() > 0.01:  # a few calls never complete
+            yield _dumps({"type": "tool.execution_complete", "data": done, "timestamp": ts})
+        if rng.random() < 0.1:
+            yield _dumps({"type": "assistant.message", "data": {"content": _text(rng, rng.randint(5, 60))},
+                          "timestamp": ts})
+    yield _dumps({"type": "session.end", "data": {"reason": "complete"}, "timestamp": _ts(base_s, calls[-1].t if calls else 1)})
+
+
+def _trajectory_ir(rng: random.Random, calls: list[_Call], run_id: int, items: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Trajectory IR (graders.md §12) consistent with the run's first tool calls."""
+    events: list[dict[str, Any]] = []
+    tool_calls: list[dict[str, Any]] = []
+    observations: list[dict[str, Any]] = []
+    actions: list[dict[str, Any]] = []
+    resources: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
+    states = [{"id": "s0", "label": "start", "firstEventIndex": 0}]
+    paths: dict[str, str] = {}
+    for c in calls[:60]:
+        ei = len(events)
+        events.append({"index": ei, "kind": "tool_call", "timestamp": f"t+{c.t:.1f}s", "ref": f"tc{c.index}"})
+        tool_calls.append({"id": f"tc{c.index}", "eventIndex": ei, "name": c.tool, "arguments": c.args,
+                           "success": c.success, "durationMs": c.duration_ms, "outputRef": f"ob{c.index}"})
+        events.append({"index": ei + 1, "kind": "observation", "timestamp": f"t+{c.t:.1f}s", "ref": f"ob{c.index}"})
+        observations.append({"id": f"ob{c.index}", "eventIndex": ei + 1, "sourceToolCallId": f"tc{c.index}",
+                             "consumedByActionIds": []})
+        path = c.args.get("path")
+        if isinstance(path, str) and path not in paths:
+            paths[path] = f"res{len(paths)}"
+            resources.append({"id": paths[path], "kind": "file", "uri": path})
+        if c.tool in ("edit", "create"):
+            aid = f"act{len(actions)}"
+            actions.append({"id": aid, "eventIndex": ei, "type": "edit_file", "target": path,
+                            "validAtIssueTime": True, "consequential": True})
+            if observations[:-1]:
+                src = observations[-2]
+                src["consumedByActionIds"].append(aid)
+                edges.append({"from": src["id"], "to": aid, "relation": "informed"})
+        if rng.random() < 0.15:
+            states.append({"id": f"s{len(states)}", "label": rng.choice(("explore", "edit", "verify", "report")),
+                           "firstEventIndex": len(events)})
+            events.append({"index": len(events), "kind": "state_change", "timestamp": f"t+{c.t:.1f}s",
+                           "ref": states[-1]["id"]})
+    for k, item in enumerate(items):
+        aid = f"so{k}"
+        events.append({"index": len(events), "kind": "safe_output", "timestamp": "end", "ref": aid})
+        actions.append({"id": aid, "eventIndex": len(events) - 1, "type": item["type"], "target": None,
+                        "validAtIssueTime": rng.random() > 0.1, "consequential": item["type"] != "add_labels"})
+        if tool_calls:
+            edges.append({"from": tool_calls[-1]["id"], "to": aid, "relation": "required-for"})
+    objectives: list[dict[str, Any]] = [{"id": "obj0", "description": "diagnose the failure",
+                   "satisfiedAtEventIndex": (len(events) // 2) if events and rng.random() > 0.2 else None,
+                   "dependsOn": []}]
+    if rng.random() < 0.5:
+        objectives.append({"id": "obj1", "description": "report back on the issue",
+                           "satisfiedAtEventIndex": (len(events) - 1) if events and rng.random() > 0.3 else None,
+                           "dependsOn": ["obj0"]})
+    reference = None
+    if rng.random() < 0.5:
+        reference = {"toolCalls": [{"name": c.tool, "arguments": c.args} for c in calls[: min(5, len(calls))]],
+                     "states": [s["id"] for s in states[:3]],
+                     "patch": {"files": [{"path": p} for p in list(paths)[:3]]}}
+    return {"runId": str(run_id), "events": events, "states": states, "actions": actions, "toolCalls": tool_calls,
+            "observations": observations, "resources": resources, "provenanceEdges": edges,
+            "objectives": objectives, "reference": reference}
+
+
+class _Writer:
+    def __init__(self, root: Path, entry: SynthRun) -> None:
+        self.root = root
+        self.entry = entry
+
+    def write(self, rel: str, data: bytes) -> None:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        self.entry.files[rel] = len(data)
+        self.entry.bytes += len(data)
+
+    def write_lines(self, rel: str, lines: Iterator[bytes], corrupt: str | None = None,
+                    rng: random.Random | None = None) -> None:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        n = 0
+        with open(path, "wb") as fh:
+            chunk: list[bytes] = []
+            for i, line in enumerate(lines):
+                if corrupt is not None and rng is not None and i > 0 and rng.random() < 0.05:
+                    if corrupt == "truncated-jsonl":
+                        line = line[: max(1, len(line) // 2)]
+                    elif corrupt == "not-utf8-jsonl":
+                        line = line[:-1] + b', "note": "caf\xe9 \xff\xfe"}' if line.endswith(b"}") else line
+                    elif corrupt == "null-lines":
+                        chunk.append(b"null")
+                chunk.append(line)
+                if len(chunk) >= 4096:
+                    data = b"\n".join(chunk) + b"\n"
+                    fh.write(data)
+                    n += len(data)
+                    chunk = []
+            if corrupt == "truncated-jsonl" and chunk:  # the log was cut mid-record
+                chunk[-1] = chunk[-1][: max(1, len(chunk[-1]) * 2 // 3)]
+                data = b"\n".join(chunk)
+            else:
+                data = b"\n".join(chunk) + b"\n" if chunk else b""
+            fh.write(data)
+            n += len(data)
+        self.entry.files[rel] = n
+        self.entry.bytes += n
+
+
+def synth_run(out: Path, run: PlannedRun, opts: SynthOptions) -> SynthRun:
+    """Write one run's folder under ``out``; returns its manifest entry."""
+    rng = random.Random(f"fleetgrade-synth:{opts.seed}:run:{run.index}")
+    size = sample_size(rng, opts.mix, opts.near_limit_rate, opts.max_file_mib)
+    kind = run.malformed
+    entry = SynthRun(run.folder, run.workflow, run.run_id, run.attempt, size.tier, kind,
+                     "dead_letter" if kind in DEAD_KINDS else "graded")
+    w = _Writer(out / run.folder, entry)
+    base_s = _epoch_days(opts.start_date) * 86400 + (run.day * 86400) + rng.randrange(0, 20 * 3600)
+    if run.attempt > 1:
+        base_s += 3600  # the rerun starts an hour later; same day in all but rare cases
+        base_s = min(base_s, (base_s // 86400) * 86400 + 86399)
+
+    if kind == "no-artifacts":
+        w.write("notes.txt", b"the artifact download failed\n")
+        return entry
+
+    aw_info: dict[str, Any] = {
+        "workflow_name": run.workflow, "run_id": run.run_id, "run_number": run.run_id % 100000,
+        "run_attempt": run.attempt, "created_at": _ts(base_s, 0), "repository": "octo-org/widgets",
+        "event_name": "issues", "issue_number": run.issue, "engine_id": "copilot",
+        "engine_name": "GitHub Copilot CLI", "model": rng.choice(MODELS), "version": "1.0.55",
+        "cli_version": "v0.40.1", "staged": False, "agent_runtime": "node",
+    }
+    if kind == "aw-info-bad-date":
+        aw_info["created_at"] = "last tuesday"
+    info_bytes = orjson.dumps(aw_info, option=orjson.OPT_INDENT_2)
+    if kind == "aw-info-truncated":
+        info_bytes = info_bytes[: len(info_bytes) // 2]
+    elif kind == "aw-info-not-object":
+        info_bytes = orjson.dumps([aw_info])
+    elif kind == "aw-info-not-utf8":
+        info_bytes = info_bytes.replace(b'"octo-org/widgets"', b'"octo-org/w\xefdgets\xff"')
+    # Older runs stored the activation artifact under its artifact name.
+    w.write("aw-info/aw_info.json" if rng.random() < 0.1 else "aw_info.json", info_bytes)
+
+    calls = _calls(rng, size, run.run_id, run.issue)
+    corrupt = kind if kind in ("truncated-jsonl", "not-utf8-jsonl", "null-lines") else None
+
+    token_dir = TOKEN_USAGE_DIRS[0 if rng.random() < 0.7 else (1 if rng.random() < 0.6 else 2)]
+    w.write_lines(f"{token_dir}/token-usage.jsonl", _token_lines(rng, size, base_s),
+                  corrupt if corrupt == "null-lines" else None, rng)
+    if token_dir != TOKEN_USAGE_DIRS[2] and rng.random() < 0.05:  # a stale lower-priority copy
+        w.write_lines(f"{TOKEN_USAGE_DIRS[2]}/token-usage.jsonl", iter([b'{"input_tokens": 1}']))
+
+    if rng.random() < 0.9:
+        w.write("agent_usage.json", orjson.dumps(
+            {"input_tokens": size.token_records * 9000, "output_tokens": size.token_records * 600,
+             "cache_read_input_tokens": size.token_records * 4000, "requests": size.token_records},
+            option=orjson.OPT_INDENT_2))
+
+    gw = GATEWAY_NAMES[0] if rng.random() < 0.75 else GATEWAY_NAMES[1 if rng.random() < 0.5 else 2]
+    w.write_lines(f"mcp-logs/{gw}", _gateway_lines(rng, calls, size, gw, base_s),
+                  corrupt if corrupt in ("truncated-jsonl", "not-utf8-jsonl") else None, rng)
+
+    if calls and rng.random() < 0.85:
+        # Sub-agents log into one-level sub-session folders.
+        if rng.random() < 0.2 and len(calls) > 4:
+            cut = len(calls) // 3
+            w.write_lines(f"{SESSION_DIR}/events.jsonl", _event_lines(rng, calls[:cut], run.run_id, base_s))
+            w.write_lines(f"{SESSION_DIR}/sub-{run.run_id}-1/events.jsonl",
+                          _event_lines(rng, calls[cut:], run.run_id, base_s), corrupt, rng)
+        else:
+            w.write_lines(f"{SESSION_DIR}/events.jsonl", _event_lines(rng, calls, run.run_id, base_s), corrupt, rng)
+
+    items = [{"type": rng.choice(SAFE_OUTPUT_TYPES), "body": _text(rng, rng.randint(5, 80))}
+             for _ in range(rng.randint(0, 4))]
+    output: dict[str, Any] = {"items": items, "errors": []}
+    if rng.random() < 0.2:
+        output["files"] = [{"path": f"src/module_{rng.randrange(40)}.py"} for _ in range(rng.randint(1, 5))]
+    if rng.random() < 0.3:
+        output["trajectoryIR" if rng.random() < 0.85 else "trajectoryIr"] = _trajectory_ir(rng, calls, run.run_id, items)
+    out_bytes = orjson.dumps(output, option=orjson.OPT_INDENT_2)
+    if kind == "empty-agent-output":
+        out_bytes = b""
+    elif kind == "bad-agent-output":
+        out_bytes = out_bytes[: len(out_bytes) // 2]
+    w.write("agent-output/agent_output.json" if rng.random() < 0.05 else "agent_output.json", out_bytes)
+
+    if rng.random() < 0.3:
+        evals = [_dumps({"id": f"q{k}", "question": _text(rng, 6), "answer": rng.choice(("YES", "NO", "yes", "maybe"))})
+                 for k in range(rng.randint(1, 5))]
+        w.write("evals.jsonl", b"\n".join(evals) + b"\n")
+    return entry
+
+
+def synth_options(opts: SynthOptions) -> dict[str, Any]:
+    """The options that shape a fleet (besides seed and size), as the manifest records them."""
+    return {"medium": opts.mix.medium, "large": opts.mix.large, "near_limit_rate": opts.near_limit_rate,
+            "max_file_mib": opts.max_file_mib, "malformed_rate": opts.malformed_rate,
+            "rerun_rate": opts.rerun_rate, "days": opts.days, "start_date": opts.start_date}
+
+
+def synth_fleet(out: Path, opts: SynthOptions) -> list[SynthRun]:
+    """Write the whole fleet under ``out`` (which should be empty) and its ``synth-manifest.json``."""
+    out.mkdir(parents=True, exist_ok=True)
+    entries = [synth_run(out, run, opts) for run in plan_fleet(opts)]
+    manifest = {
+        "seed": opts.seed, "runs": opts.runs,
+        "options": synth_options(opts),
+        "fleet": [
+            {"folder": e.folder, "workflow": e.workflow, "run_id": e.run_id, "attempt": e.attempt, "tier": e.tier,
+             "malformed": e.malformed, "expected": e.expected, "bytes": e.bytes}
+            for e in entries
+        ],
+    }
+    # A top-level file belongs to no run: discovery counts it as a stray file and skips it.
+    (out / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+    return entries
+
+
+MANIFEST: Final = "synth-manifest.json"

@@ -1,0 +1,125 @@
+"""``fleetgrade synth``: deterministic fleets, a heavy tail, malformed runs dead-lettered."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import statistics
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.synth import (
+    DEAD_KINDS,
+    MALFORMED_KINDS,
+    MANIFEST,
+    SizeMix,
+    SynthOptions,
+    plan_fleet,
+    sample_size,
+)
+from pipeline.tables import connect
+
+
+def digests(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_same_seed_gives_byte_identical_tree(tmp_path):
+    for name in ("a", "b"):
+        assert main(["synth", "--runs", "30", "--seed", "5", "--out", str(tmp_path / name)]) == 0
+    assert main(["synth", "--runs", "30", "--seed", "6", "--out", str(tmp_path / "c")]) == 0
+    a, b, c = (digests(tmp_path / n) for n in "abc")
+    assert a == b
+    assert a != c
+    assert len(a) > 30 * 3
+
+
+def test_refuses_a_non_empty_folder(tmp_path, capsys):
+    (tmp_path / "x").write_text("keep me")
+    assert main(["synth", "--runs", "1", "--out", str(tmp_path)]) == 1
+    assert "not empty" in capsys.readouterr().err
+
+
+def test_layout_and_artifact_kinds(tmp_path):
+    out = tmp_path / "fleet"
+    assert main(["synth", "--runs", "60", "--seed", "3", "--out", str(out)]) == 0
+    fleet = json.loads((out / MANIFEST).read_text())["fleet"]
+    files = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    for e in fleet:
+        wf, run = e["folder"].split("/")
+        assert wf == e["workflow"]
+        assert run.startswith(f"run-{e['run_id']}")
+    # Every artifact kind of graders.md §5 appears somewhere in a 60-run fleet.
+    for needle in ("token-usage.jsonl", "agent_usage.json", "mcp-logs/gateway.jsonl", "agent_output.json",
+                   "copilot-session-state/events.jsonl", "evals.jsonl", "aw_info.json"):
+        assert any(f.endswith(needle) for f in files), needle
+    good = {e["folder"] for e in fleet if e["malformed"] is None}
+    infos = [json.loads(p.read_bytes()) for p in out.rglob("aw_info.json")
+             if str(p.relative_to(out)).rsplit("/aw", 1)[0] in good]
+    dates = {i["created_at"][:10] for i in infos}
+    assert len(dates) >= 3
+    assert any(e["attempt"] == 2 for e in fleet)
+    assert {e["malformed"] for e in fleet if e["malformed"]} == set(MALFORMED_KINDS)
+
+
+def test_reruns_and_shared_tasks():
+    runs = plan_fleet(SynthOptions(runs=400, seed=1))
+    reruns = [r for r in runs if r.attempt == 2]
+    assert reruns and all(any(o.run_id == r.run_id and o.attempt == 1 for o in runs) for r in reruns)
+    per_task = {}
+    for r in runs:
+        per_task.setdefault((r.workflow, r.issue), set()).add(r.run_id)
+    assert max(len(ids) for ids in per_task.values()) >= 3  # several runs of one issue
+
+
+def test_size_sampler_is_heavy_tailed():
+    rng = random.Random(42)
+    sizes = [sample_size(rng, SizeMix()) for _ in range(5000)]
+    lines = [s.gateway_filler + 2 * s.tool_calls for s in sizes]
+    assert statistics.median(lines) < 100  # most runs are small
+    assert max(lines) >= 10_000  # and a few log tens of thousands of lines
+    assert max(s.token_records for s in sizes) >= 10_000
+    top = sorted(lines, reverse=True)[: len(lines) // 50]
+    assert sum(top) > 0.5 * sum(lines)  # the top 2% of runs hold most of the lines
+    assert {s.tier for s in sizes} == {"small", "medium", "large"}
+
+
+def test_near_limit_runs_are_rare_and_controlled():
+    rng = random.Random(1)
+    assert all(sample_size(rng).near_limit_bytes == 0 for _ in range(2000))  # off by default
+    sizes = [sample_size(rng, near_limit_rate=0.01, max_file_mib=20) for _ in range(2000)]
+    near = [s for s in sizes if s.tier == "near-limit"]
+    assert 5 <= len(near) <= 60
+    assert all(0.9 * 20 * 2**20 < s.near_limit_bytes <= 20 * 2**20 for s in near)
+    capped = sample_size(random.Random(0), near_limit_rate=1.0, max_file_mib=80)
+    assert capped.near_limit_bytes < 50 * 2**20  # never over gh-aw's 50 MiB file limit
+
+
+def test_near_limit_file_size(tmp_path):
+    out = tmp_path / "f"
+    assert main(["synth", "--runs", "2", "--seed", "0", "--near-limit-rate", "1", "--max-file-mib", "1",
+                 "--malformed-rate", "0", "--out", str(out)]) == 0
+    logs = [p.stat().st_size for p in out.rglob("mcp-logs/*.jsonl")]
+    assert logs and all(0.8 * 2**20 < n < 1.1 * 2**20 for n in logs)
+
+
+@pytest.mark.slow
+def test_fleet_runs_through_the_pipeline(tmp_path):
+    fleet_dir, out = tmp_path / "fleet", tmp_path / "out"
+    assert main(["synth", "--runs", "48", "--seed", "9", "--out", str(fleet_dir)]) == 0
+    fleet = json.loads((fleet_dir / MANIFEST).read_text())["fleet"]
+    assert main(["run", "--input", str(fleet_dir), "--output", str(out), "--log-level", "ERROR"]) == 0
+    con = connect(str(out))
+    dead = {r[0] for r in con.execute("SELECT input FROM dead_letter").fetchall()}
+    expected_dead = {e["folder"] for e in fleet if e["expected"] == "dead_letter"}
+    assert {e["malformed"] for e in fleet if e["expected"] == "dead_letter"} == set(DEAD_KINDS)
+    assert {d.removeprefix(str(fleet_dir) + "/") for d in dead} == expected_dead
+    graded = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+    assert graded == len(fleet) - len(expected_dead)
+    # Malformed lines in graded runs are skipped and counted, not lost silently.
+    warned = con.execute("SELECT count(*) FROM runs WHERE len(warnings) > 0").fetchone()[0]
+    assert warned >= 1
