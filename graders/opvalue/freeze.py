@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from graders.config import valid_run_path
 from graders.jsonio import JsonError, parse_json
 from graders.opvalue.errors import OperationalValueError
 from graders.runfiles import RunFiles
@@ -87,18 +88,6 @@ def _within(base: Path, path: Path) -> bool:
     except ValueError:
         return False
     return True
-
-
-def is_valid_run_path(run: str) -> bool:
-    """The config-time path rule (§2): repo-relative or ``./`` local, no traversal, a ``.sh`` file."""
-    if not run or "\\" in run or run.startswith("/"):
-        return False
-    rest = run[2:] if run.startswith("./") else run
-    if not rest or rest.startswith("/"):
-        return False
-    if any(part in ("", ".", "..") for part in rest.split("/")):
-        return False
-    return rest.endswith(".sh")
 
 
 def resolve_run_path(repo_root: Path, workflow_path: Path, run: str) -> Path:
@@ -174,7 +163,7 @@ def freeze_evaluator(
             raise OperationalValueError(f"graders.operational-value.script {error}")
         source = os.path.relpath(os.path.abspath(workflow), os.path.abspath(root))
         return FrozenEvaluator(content, evaluator_digest(content), Path(source).as_posix())
-    if not is_valid_run_path(run):
+    if not valid_run_path(run):
         raise OperationalValueError(
             f"graders.operational-value.run must be a workspace-relative or ./ local .sh file, got {_quote(run)}"
         )
