@@ -53,7 +53,7 @@ def handle(args: argparse.Namespace) -> int:
     started = time.monotonic()
     p = beam.Pipeline(runner=runner, options=options) if runner is not None else beam.Pipeline(options=options)
     graph.build(p, args.input, args.output, plans, token, trace_config, full=args.full, since=args.since,
-                until=args.until)
+                until=args.until, resource_hints=args.runner.lower().startswith("dataflow"))
     result = p.run()
     result.wait_until_finish()
     late = _counter(result, "runs_prepared_out_of_window")

@@ -74,8 +74,12 @@ def build(
     full: bool = False,
     since: str | None = None,
     until: str | None = None,
+    resource_hints: bool = False,
 ) -> beam.PCollection:
-    """Adds the whole graph to ``p``; returns the committed partition paths."""
+    """Adds the whole graph to ``p``; returns the committed partition paths.
+
+    ``resource_hints`` asks distributed runners for more memory on the sandboxed families.
+    """
     cfg = trace_config or default_config()
     listings = p | "Discover" >> DiscoverRuns(input_base)
     old_state = p | "ReadState" >> ReadTable(output, STATE_TABLE)
@@ -89,9 +93,10 @@ def build(
     )
     prepared = decided.todo | "Prepare" >> beam.ParDo(PrepareRun(input_base)).with_output_types(
         PreparedRun).with_outputs(DEAD, DEAD_STATE, main="runs")
-    windowed = prepared.runs | "Window" >> beam.ParDo(_Window(since, until)).with_outputs(KEEP, main="runs")
+    windowed = prepared.runs | "Window" >> beam.ParDo(_Window(since, until)).with_output_types(
+        PreparedRun).with_outputs(KEEP, main="runs")
     runs = windowed.runs
-    graded = runs | "Grade" >> GradeRuns(plans)
+    graded = runs | "Grade" >> GradeRuns(plans, resource_hints)
     rules = runs | "TraceRules" >> GradeTraceRules(cfg)
 
     kept = (decided[KEEP], windowed[KEEP]) | "FlattenKept" >> beam.Flatten()

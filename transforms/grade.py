@@ -123,16 +123,19 @@ def _run_row(kv: tuple[RunKey, dict[str, Iterable[Any]]]) -> Iterator[Any]:
 class GradeRuns(beam.PTransform):
     """PreparedRun → {"grader_results": rows, "runs": rows, "dead_letter": rows}."""
 
-    def __init__(self, plans: PlanSet) -> None:
+    def __init__(self, plans: PlanSet, resource_hints: bool = False) -> None:
         super().__init__()
         self.plans = plans
+        self.resource_hints = resource_hints
 
     def expand(self, prepared: beam.PCollection) -> dict[str, beam.PCollection]:
         per_family = []
         failures = []
         for family in self.plans.families():
             grade: Any = beam.ParDo(GradeFamily(self.plans, family))
-            if family in SANDBOXED_SOURCES:
+            # Only for distributed runners: a hint gives the step its own environment, which keeps
+            # the local runner from fusing it with its siblings (every trace would be encoded).
+            if self.resource_hints and family in SANDBOXED_SOURCES:
                 # A V8 helper or bubblewrap evaluators per worker need headroom beyond the graders.
                 grade = grade.with_resource_hints(min_ram=SANDBOX_MIN_RAM)
             good, bad = prepared | f"Grade[{family}]" >> grade.with_exception_handling()

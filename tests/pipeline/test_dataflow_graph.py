@@ -24,7 +24,8 @@ def dataflow_pipeline() -> beam.Pipeline:
 
 def test_graph_has_one_step_per_grader_family_and_resource_hints():
     p = dataflow_pipeline()
-    graph.build(p, "gs://fleet-bucket/fleet", "gs://fleet-bucket/graded", PlanSet(default_plan()), "token")
+    graph.build(p, "gs://fleet-bucket/fleet", "gs://fleet-bucket/graded", PlanSet(default_plan()), "token",
+                resource_hints=True)
     proto = p.to_runner_api()
     names = {t.unique_name for t in proto.components.transforms.values()}
     for step in ("Discover", "Decide", "Prepare", "Grade/Grade[builtin]", "Grade/Grade[trajectory]",
