@@ -15,7 +15,7 @@ from apache_beam.metrics import Metrics
 
 from graders.plan import PlanSet
 from graders.prepare import PreparedRun
-from graders.state import STATE_TABLE, dead_state, drops_for, graded_state, grading_digest, listing_digest
+from graders.state import STATE_TABLE, dead_state, drops_for, graded_state, grading_digest
 from graders.trace_rules.config import TraceConfig, default_config
 from transforms.discover import DiscoverRuns
 from transforms.grade import GradeRuns
@@ -49,8 +49,8 @@ def _graded_state(prep: PreparedRun, plans: PlanSet, cfg: TraceConfig) -> dict[s
 
 
 def _dead_state(item: tuple[dict[str, Any], Any, Any], plans: PlanSet, cfg: TraceConfig) -> dict[str, Any]:
-    row, listing, _ = item
-    return dead_state(row["input"], listing_digest(listing),
+    row, digest, _ = item
+    return dead_state(row["input"], digest,
                       grading_digest(plans.for_workflow(row.get("workflow") or ""), cfg, plans.archived_evaluators),
                       row.get("workflow"), row.get("date"))
 

@@ -66,7 +66,7 @@ class ReadTable(beam.PTransform):
 class Decide(beam.DoFn):
     """Per run folder: carry its state (unchanged, or its input is gone) or send it to grading.
 
-    Outputs (root, listing, previous state) to grade on the main output, and state rows to keep
+    Outputs (root, listing, previous state, listing digest) to grade on the main output, and state rows to keep
     on ``keep``.
     """
 
@@ -110,12 +110,13 @@ class Decide(beam.DoFn):
             self.window.inc()
             yield beam.pvalue.TaggedOutput(KEEP, previous)
             return
-        if not self.full and unchanged(previous, listing_digest(listing), self.digest_for(
+        digest = listing_digest(listing)
+        if not self.full and unchanged(previous, digest, self.digest_for(
                 previous.get("workflow") if previous else None)):
             self.unchanged.inc()
             yield beam.pvalue.TaggedOutput(KEEP, previous)
             return
-        yield root_rel, listing, previous
+        yield root_rel, listing, previous, digest
 
 
 def key_listing(base: str) -> Any:

@@ -19,7 +19,7 @@ from transforms.beamfiles import beam_run_files, join
 from transforms.discover import RunListing
 
 DEAD = "dead_letter"
-DEAD_STATE = "dead_state"  # (dead-letter row, listing, previous state) for the state table
+DEAD_STATE = "dead_state"  # (dead-letter row, listing digest, previous state) for the state table
 LOG = logging.getLogger("fleetgrade")
 
 
@@ -77,9 +77,11 @@ class PrepareRun(beam.DoFn):
 
     def process(self, element: RunListing | tuple[Any, ...]) -> Iterator[Any]:
         self._progress()
-        # (root, listing), or (root, listing, previous state row) from the incremental decision.
+        # (root, listing), or (root, listing, previous state row, listing digest) from the
+        # incremental decision.
         root_rel, listing = element[0], element[1]
         previous = element[2] if len(element) > 2 else None
+        digest = element[3] if len(element) > 3 else None
         root = join(self.base, root_rel)
         files = beam_run_files(root, listing)
         try:
@@ -91,11 +93,11 @@ class PrepareRun(beam.DoFn):
             workflow, run_id, date = layout_hints(root_rel)
             row = dead_letter_row(root, "prepare", exc, run_id=run_id, workflow=workflow, date=date)
             yield beam.pvalue.TaggedOutput(DEAD, row)
-            yield beam.pvalue.TaggedOutput(DEAD_STATE, (row, listing, previous))
+            yield beam.pvalue.TaggedOutput(DEAD_STATE, (row, digest or listing_digest(listing), previous))
             return
         finally:
             self.bytes.inc(files.bytes_read)
         self.prepared.inc()
         prep.previous = previous
-        prep.listing_digest = listing_digest(listing)
+        prep.listing_digest = digest or listing_digest(listing)
         yield prep
