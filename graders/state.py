@@ -15,10 +15,9 @@ from typing import Any
 
 import orjson
 
-from graders.plan import GradingPlan
+from graders.plan import GradingPlan, PlanSet
 from graders.rows import implementation_digest
 from graders.trace_rules.config import TraceConfig
-from schemas.state_table import STATE_SCHEMA, STATE_TABLE  # noqa: F401  (re-exported)
 from schemas.version import FLEETGRADE_VERSION
 
 # Tables whose rows belong to a graded run, identified by (run_id, attempt) in its partition.
@@ -51,6 +50,18 @@ def grading_digest(plan: GradingPlan, trace_config: TraceConfig, archived_evalua
         "fleetgrade": FLEETGRADE_VERSION,
     }
     return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS, default=list)).hexdigest()
+
+
+class GradingDigests:
+    """The grading digest of every workflow's plan, computed once (not once per run)."""
+
+    def __init__(self, plans: PlanSet, trace_config: TraceConfig) -> None:
+        archived = plans.archived_evaluators
+        self._by_workflow = {w: grading_digest(p, trace_config, archived) for w, p in plans.by_workflow}
+        self._default = grading_digest(plans.default, trace_config, archived)
+
+    def for_workflow(self, workflow: str | None) -> str:
+        return self._by_workflow.get(workflow or "", self._default)
 
 
 def graded_state(root: str, listing: str, grading: str, workflow: str, date: str, run_id: str,

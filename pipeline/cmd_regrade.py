@@ -14,7 +14,6 @@ import time
 import uuid
 from pathlib import Path
 
-import apache_beam as beam
 import orjson
 
 from graders.opvalue.errors import OperationalValueError
@@ -25,8 +24,8 @@ from graders.opvalue.sandbox import SandboxOptions
 from graders.prepare import prepare_run
 from graders.runfiles import local_run_files
 from pipeline import regrade_graph
-from pipeline.cmd_run import _counter
-from pipeline.options import local_runner, pipeline_options
+from pipeline.launch import configure_logging, counter, run_pipeline
+from pipeline.options import add_runner_arguments
 
 LOG = logging.getLogger("fleetgrade")
 
@@ -44,11 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--input", help="fleet folder or gs:// prefix holding run folders")
     p.add_argument("--output", help="output folder or gs:// prefix (the observations table is added there)")
     p.add_argument("--json", action="store_true", help="with RUN_DIR: print the observation as JSON")
-    p.add_argument("--runner", default="direct", help="direct (in-process FnApiRunner), direct-multiprocess, …")
-    p.add_argument("--direct-num-workers", type=int, default=0, help="workers for direct-multiprocess")
-    p.add_argument("--allow-unsandboxed", action="store_true",
-                   help="DANGEROUS: run evaluators without bubblewrap when no sandbox can be created")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_runner_arguments(p)
     p.set_defaults(func=handle, accepts_extra=True)
 
 
@@ -97,23 +92,17 @@ def regrade_one(root: Path, evidence_at: str, as_json: bool, allow_unsandboxed: 
 
 
 def regrade_fleet(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("apache_beam", "urllib3", "google"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(args.log_level)))
-    options = pipeline_options(args, args.extra)
-    runner = local_runner(args.runner)
+    configure_logging(args.log_level)
     started = time.monotonic()
-    p = beam.Pipeline(runner=runner, options=options) if runner is not None else beam.Pipeline(options=options)
-    regrade_graph.build(p, args.input, args.output, args.evidence_at, uuid.uuid4().hex, args.allow_unsandboxed)
-    result = p.run()
-    result.wait_until_finish()
-    unprepared = _counter(result, "runs_dead_lettered")
-    regraded, skipped = _counter(result, "runs_regraded"), _counter(result, "runs_regrade_skipped")
-    failed = _counter(result, "runs_regrade_failed") + unprepared
+    result = run_pipeline(args, lambda p: regrade_graph.build(
+        p, args.input, args.output, args.evidence_at, uuid.uuid4().hex, args.allow_unsandboxed))
+    unprepared = counter(result, "runs_dead_lettered")
+    regraded, skipped = counter(result, "runs_regraded"), counter(result, "runs_regrade_skipped")
+    failed = counter(result, "runs_regrade_failed") + unprepared
     LOG.info(
         "%d run(s) discovered, %d regraded, %d skipped (no archived evaluator), %d failed "
         "in %.1fs → %s/observations",
-        _counter(result, "runs_prepared") + unprepared, regraded, skipped, failed,
+        counter(result, "runs_prepared") + unprepared, regraded, skipped, failed,
         time.monotonic() - started, args.output.rstrip("/"),
     )
     return 0

@@ -15,8 +15,9 @@ from apache_beam.metrics import Metrics
 
 from graders.plan import PlanSet
 from graders.prepare import PreparedRun
-from graders.state import STATE_TABLE, dead_state, drops_for, graded_state, grading_digest
+from graders.state import GradingDigests, dead_state, drops_for, graded_state
 from graders.trace_rules.config import TraceConfig, default_config
+from schemas.state_table import STATE_TABLE
 from transforms.discover import DiscoverRuns
 from transforms.grade import GradeRuns
 from transforms.incremental import KEEP, Decide, ReadTable, key_listing
@@ -42,17 +43,24 @@ class _Window(beam.DoFn):
         yield prep
 
 
-def _graded_state(prep: PreparedRun, plans: PlanSet, cfg: TraceConfig) -> dict[str, Any]:
-    m = prep.meta
-    digest = grading_digest(plans.for_workflow(m.workflow), cfg, plans.archived_evaluators)
-    return graded_state(m.root, prep.listing_digest, digest, m.workflow, m.date, m.run_id, m.attempt)
+class _StateRows(beam.DoFn):
+    """The new ``_state`` row of a graded run or of a dead-lettered one."""
 
+    def __init__(self, plans: PlanSet, cfg: TraceConfig) -> None:
+        self.plans, self.cfg = plans, cfg
 
-def _dead_state(item: tuple[dict[str, Any], Any, Any], plans: PlanSet, cfg: TraceConfig) -> dict[str, Any]:
-    row, digest, _ = item
-    return dead_state(row["input"], digest,
-                      grading_digest(plans.for_workflow(row.get("workflow") or ""), cfg, plans.archived_evaluators),
-                      row.get("workflow"), row.get("date"))
+    def setup(self) -> None:
+        self.digests = GradingDigests(self.plans, self.cfg)
+
+    def process(self, item: PreparedRun | tuple[dict[str, Any], str, Any]) -> Any:
+        if isinstance(item, PreparedRun):
+            m = item.meta
+            yield graded_state(m.root, item.listing_digest, self.digests.for_workflow(m.workflow), m.workflow,
+                               m.date, m.run_id, m.attempt)
+            return
+        row, digest, _ = item
+        yield dead_state(row["input"], digest, self.digests.for_workflow(row.get("workflow")),
+                         row.get("workflow"), row.get("date"))
 
 
 def _verdict_identity(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -101,8 +109,8 @@ def build(
 
     kept = (decided[KEEP], windowed[KEEP]) | "FlattenKept" >> beam.Flatten()
     new_state = (
-        runs | "GradedState" >> beam.Map(_graded_state, plans, cfg),
-        prepared[DEAD_STATE] | "DeadState" >> beam.Map(_dead_state, plans, cfg),
+        runs | "GradedState" >> beam.ParDo(_StateRows(plans, cfg)),
+        prepared[DEAD_STATE] | "DeadState" >> beam.ParDo(_StateRows(plans, cfg)),
     ) | "FlattenNewState" >> beam.Flatten()
     state = (kept, new_state) | "FlattenState" >> beam.Flatten()
     drops = (

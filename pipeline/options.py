@@ -19,23 +19,28 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--trace-config", metavar="YAML", help="trace-grader rules (forbidden tools, ordering, budgets)"
     )
     parser.add_argument(
-        "--runner",
-        default="direct",
-        help="direct (in-process FnApiRunner), direct-multiprocess, portable, DataflowRunner, …",
-    )
-    parser.add_argument(
         "--no-archived-evaluators", dest="archived_evaluators", action="store_false",
         help="do not grade runs with the operational-value evaluator archived in their artifacts",
-    )
-    parser.add_argument(
-        "--allow-unsandboxed", action="store_true",
-        help="DANGEROUS: run evaluators without bubblewrap when no sandbox can be created",
     )
     parser.add_argument("--full", action="store_true",
                         help="regrade every run, not only new or changed ones (incremental is the default)")
     parser.add_argument("--since", metavar="YYYY-MM-DD", type=_date, help="grade only runs dated on or after")
     parser.add_argument("--until", metavar="YYYY-MM-DD", type=_date, help="grade only runs dated on or before")
+    add_runner_arguments(parser)
+
+
+def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of every command that runs a pipeline (run, regrade)."""
+    parser.add_argument(
+        "--runner",
+        default="direct",
+        help="direct (in-process FnApiRunner), direct-multiprocess, portable, DataflowRunner, …",
+    )
     parser.add_argument("--direct-num-workers", type=int, default=0, help="workers for direct-multiprocess")
+    parser.add_argument(
+        "--allow-unsandboxed", action="store_true",
+        help="DANGEROUS: run evaluators without bubblewrap when no sandbox can be created",
+    )
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
 

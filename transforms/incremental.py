@@ -12,8 +12,9 @@ from apache_beam.metrics import Metrics
 
 from graders.parquet import HIVE_NULL, decode_table, partition_path
 from graders.plan import PlanSet
-from graders.state import STATE_TABLE, grading_digest, listing_digest, unchanged
+from graders.state import GradingDigests, listing_digest, unchanged
 from graders.trace_rules.config import TraceConfig
+from schemas.state_table import STATE_TABLE
 from transforms.beamfiles import join
 from transforms.sink import PART_NAME
 
@@ -83,12 +84,7 @@ class Decide(beam.DoFn):
         self.window = Metrics.counter("fleetgrade", "runs_out_of_window")
 
     def setup(self) -> None:
-        archived = self.plans.archived_evaluators
-        self.digests = {w: grading_digest(p, self.trace_config, archived) for w, p in self.plans.by_workflow}
-        self.default_digest = grading_digest(self.plans.default, self.trace_config, archived)
-
-    def digest_for(self, workflow: str | None) -> str:
-        return self.digests.get(workflow or "", self.default_digest)
+        self.digests = GradingDigests(self.plans, self.trace_config)
 
     def in_window(self, date: str | None) -> bool:
         if date is None:
@@ -111,7 +107,7 @@ class Decide(beam.DoFn):
             yield beam.pvalue.TaggedOutput(KEEP, previous)
             return
         digest = listing_digest(listing)
-        if not self.full and unchanged(previous, digest, self.digest_for(
+        if not self.full and unchanged(previous, digest, self.digests.for_workflow(
                 previous.get("workflow") if previous else None)):
             self.unchanged.inc()
             yield beam.pvalue.TaggedOutput(KEEP, previous)
