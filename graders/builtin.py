@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from graders.jscompat import UNDEFINED, js_number_or_zero, js_string, js_stringify, js_truthy
+from graders.lazyjson import JsonLines
 from graders.registry import GraderContext, GraderSpec, register
 
 Trace = dict[str, Any]
@@ -95,14 +96,19 @@ def _safe_nonneg_int(value: Any) -> int | None:
 
 def working_set_rebuild_factor(trace: Trace, ctx: GraderContext) -> float | None:
     """Cumulative / peak of valid ``input_tokens``; null when the peak is 0."""
+    entries = trace["tokenUsageEntries"]
+    # Preprocessing extracts the raw column as it parses; a trace read from JSON has none.
+    column = entries.columns.get("input_tokens") if isinstance(entries, JsonLines) else None
+    raw = column if column is not None else [e.get("input_tokens") if isinstance(e, dict) else None for e in entries]
     total = 0
     peak = 0
-    for entry in trace["tokenUsageEntries"]:
-        n = _safe_nonneg_int(entry.get("input_tokens") if isinstance(entry, dict) else None)
+    for value in raw:
+        n = _safe_nonneg_int(value)
         if n is None:
             continue
         total += n
-        peak = max(peak, n)
+        if n > peak:
+            peak = n
     if peak == 0:
         return None
     ratio = float(total) / float(peak)

@@ -34,6 +34,7 @@ import orjson
 from graders.js_bootstrap import BOOTSTRAP_JS
 from graders.jscompat import UNDEFINED
 from graders.jsonio import JsonError, parse_json
+from graders.lazyjson import LazyList
 from graders.registry import GraderContext
 
 if TYPE_CHECKING:
@@ -114,6 +115,8 @@ def _init_v8() -> str | None:
 def _js_default(value: Any) -> Any:
     if value is UNDEFINED:
         return None
+    if isinstance(value, LazyList):
+        return value.materialize()
     raise TypeError(f"not JSON data: {type(value).__name__}")
 
 
@@ -134,7 +137,7 @@ def _finite(value: Any) -> Any:
         return None
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, LazyList)):
         return [_finite(v) for v in value]
     return value
 

@@ -14,6 +14,13 @@ import re
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Final
 
+import orjson
+
+from graders.lazyjson import LazyList
+
+# JSON arrays: lists, and the trace's lazy sequences (graders/lazyjson.py).
+_ARRAYS: Final = (list, LazyList)
+
 __all__ = [
     "UNDEFINED",
     "JsRegexError",
@@ -148,7 +155,7 @@ def js_number(value: Any) -> float | int:
         return value
     if isinstance(value, str):
         return _string_to_number(value)
-    if isinstance(value, list):
+    if isinstance(value, _ARRAYS):
         return _string_to_number(js_string(value))
     return math.nan
 
@@ -217,7 +224,7 @@ def js_string(value: Any) -> str:
         return js_number_to_string(value)
     if isinstance(value, str):
         return value
-    if isinstance(value, list):
+    if isinstance(value, _ARRAYS):
         return ",".join("" if v is None or v is UNDEFINED else js_string(v) for v in value)
     return "[object Object]"
 
@@ -240,17 +247,44 @@ def js_key_order(obj: dict[str, Any]) -> list[str]:
 _quote = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
+# For JSON data (what the parsers produce), orjson writes the same text as the functions
+# below, several times faster (they run once per tool call of every run). It is used when the
+# text provably matches: no float token (JavaScript formats numbers its own way), no key that
+# is an array index (JavaScript puts those first) and, when keys are sorted, no character
+# from U+E000 up (orjson sorts by code point, JavaScript by UTF-16 unit). A false alarm (such
+# text inside a string) only sends the value down the exact path.
+_FLOAT_TOKEN: Final = re.compile(rb"(?:^|[:,\[])-?\d+[.eE]")
+_INDEX_KEY: Final = re.compile(rb'[{,]"(?:0|[1-9]\d*)":')
+_SORT_UNSAFE: Final = re.compile(rb"[\xee-\xf4]")
+
+
+def _orjson_text(value: Any, sort_keys: bool) -> str | None:
+    try:
+        out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else 0)
+    except (TypeError, orjson.JSONEncodeError):  # undefined, lone surrogates, big integers
+        return None
+    if _FLOAT_TOKEN.search(out):
+        return None
+    if sort_keys:
+        if not out.isascii() and _SORT_UNSAFE.search(out):
+            return None
+    elif _INDEX_KEY.search(out):
+        return None
+    return out.decode()
+
+
 def js_stringify(value: Any, indent: int = 0) -> str | None:
     """``JSON.stringify(value, null, indent)``; ``None`` when the result is undefined."""
     if value is UNDEFINED:
         return None
     if indent:
         return _stringify_pretty(value, " " * indent, "")
-    return _stringify(value)
+    text = _orjson_text(value, False) if isinstance(value, (dict, list)) else None
+    return text if text is not None else _stringify(value)
 
 
 def _stringify_pretty(value: Any, step: str, current: str) -> str:
-    if isinstance(value, list) and value:
+    if isinstance(value, _ARRAYS) and value:
         inner = current + step
         items = ["null" if v is UNDEFINED else _stringify_pretty(v, step, inner) for v in value]
         return "[\n" + inner + (",\n" + inner).join(items) + "\n" + current + "]"
@@ -280,7 +314,7 @@ def _stringify(value: Any) -> str:
         return js_number_to_string(value)
     if isinstance(value, str):
         return _quote(value)
-    if isinstance(value, list):
+    if isinstance(value, _ARRAYS):
         return "[" + ",".join("null" if v is UNDEFINED else _stringify(v) for v in value) + "]"
     if isinstance(value, dict):
         parts = []
@@ -300,6 +334,14 @@ def js_sort_key(text: str) -> bytes:
 
 def stable_stringify(value: Any) -> str:
     """Key-sorted JSON used by gh-aw's dedupe keys (``undefined`` becomes "")."""
+    if isinstance(value, (dict, list)):
+        text = _orjson_text(value, True)
+        if text is not None:
+            return text
+    return _stable_stringify(value)
+
+
+def _stable_stringify(value: Any) -> str:
     # Exact-type fast paths first: this runs once per tool call of every run.
     t = type(value)
     if t is str:
@@ -311,13 +353,13 @@ def stable_stringify(value: Any) -> str:
             keys.sort()
         else:
             keys.sort(key=js_sort_key)
-        return "{" + ",".join([_quote(k) + ":" + stable_stringify(value[k]) for k in keys]) + "}"
+        return "{" + ",".join([_quote(k) + ":" + _stable_stringify(value[k]) for k in keys]) + "}"
     if t is int and -(10**21) < value < 10**21:
         return str(value)
     if value is UNDEFINED:
         return ""
-    if isinstance(value, list):
-        return "[" + ",".join([stable_stringify(v) for v in value]) + "]"
+    if isinstance(value, _ARRAYS):
+        return "[" + ",".join([_stable_stringify(v) for v in value]) + "]"
     return _stringify(value)
 
 

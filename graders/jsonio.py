@@ -14,11 +14,12 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import orjson
 
 from graders.jscompat import js_trim, utf16_len
+from graders.lazyjson import Item, Parsed
 
 MAX_FILE_SIZE: Final = 50 * 1024 * 1024
 MAX_LINE_LENGTH: Final = 1024 * 1024
@@ -127,42 +128,72 @@ _DIGIT_MAP: Final = bytes(0x30 if 0x30 <= i <= 0x39 else 0x2E for i in range(256
 _DIGIT_RUN: Final = b"0" * 16
 
 
-def parse_jsonl_batch(lines: list[bytes], stats: JsonlStats, first_lineno: int = 1) -> list[Any]:
+def parse_jsonl_items(lines: list[bytes], stats: JsonlStats, first_lineno: int = 1) -> tuple[list[Item], list[Any]]:
     """Parse a batch of JSONL lines (without or with their ``\n``) under gh-aw's skip rules.
 
-    The fast path (ASCII-bounded line under the limit that orjson accepts, no long digit run)
-    does per line only what the rules need; anything else takes :func:`_slow_line`, which is
-    the rule-by-rule reference. Per-line Python overhead dominated preprocessing (make bench).
+    Returns the kept records twice: as lazy items (the stripped line, or the value when the
+    line needed the slow path; see ``lazyjson``) and as parsed values, in line order.
+
+    The batch path does the per-line work in C (``map``) and holds when every non-blank line
+    is under the length limit, orjson accepts it, and none is a literal null: then the trimmed
+    line cannot have had non-ASCII (JavaScript-only) whitespace, since JSON allows none around
+    a value. Any other batch takes the line-by-line path, whose rule-by-rule reference for a
+    line is :func:`_slow_line`. Per-line Python overhead dominated preprocessing (make bench).
     """
     stats.lines += len(lines)
+    kept: list[bytes] = list(filter(None, map(bytes.strip, lines)))
+    long_digits = (any(line.translate(_DIGIT_MAP).find(_DIGIT_RUN) >= 0 for line in kept) if len(kept) < 4
+                   else b"\n".join(kept).translate(_DIGIT_MAP).find(_DIGIT_RUN) >= 0)
+    if not long_digits and (not kept or max(map(len, kept)) <= MAX_LINE_LENGTH):
+        try:
+            values = list(map(orjson.loads, kept))
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            if None not in values:
+                stats.blank += len(lines) - len(kept)
+                return cast(list[Item], kept), values
+    return _parse_lines(lines, stats, first_lineno, long_digits)
+
+
+def _parse_lines(lines: list[bytes], stats: JsonlStats, first_lineno: int,
+                 long_digits: bool) -> tuple[list[Item], list[Any]]:
+    items: list[Item] = []
     out: list[Any] = []
-    append = out.append
     loads = orjson.loads
     decode_error = orjson.JSONDecodeError
-    long_digits = any(line.translate(_DIGIT_MAP).find(_DIGIT_RUN) >= 0 for line in lines) if len(lines) < 4 \
-        else b"\n".join(lines).translate(_DIGIT_MAP).find(_DIGIT_RUN) >= 0
     for i, raw in enumerate(lines):
         s = raw.strip(_ASCII_WS)
         if not s:
             stats.blank += 1
             continue
+        item: Item = s
         if s[0] < 0x80 and s[-1] < 0x80 and len(s) <= MAX_LINE_LENGTH:
             try:
                 value = loads(s)
             except decode_error:
                 value = _slow_line(raw, stats, first_lineno + i)
+                item = Parsed(value)
             else:
                 if long_digits and _LONG_DIGITS.search(s):
                     value = _js_numbers(value)
+                    item = Parsed(value)
                 if value is None:
                     stats.null += 1
                     stats.note("literal null", first_lineno + i)
                     continue
         else:
             value = _slow_line(raw, stats, first_lineno + i)
+            item = Parsed(value)
         if value is not _SKIP:
-            append(value)
-    return out
+            items.append(item)
+            out.append(value)
+    return items, out
+
+
+def parse_jsonl_batch(lines: list[bytes], stats: JsonlStats, first_lineno: int = 1) -> list[Any]:
+    """The parsed records of a batch of JSONL lines (see :func:`parse_jsonl_items`)."""
+    return parse_jsonl_items(lines, stats, first_lineno)[1]
 
 
 def iter_jsonl(lines: Iterable[bytes], stats: JsonlStats | None = None) -> Iterator[Any]:

@@ -7,11 +7,14 @@ because graders (including user JavaScript) and ``grader_payload.json`` consume 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Final
 
 from graders.jscompat import js_number_or_zero, js_truthy
-from graders.jsonio import MAX_FILE_SIZE, JsonlStats, parse_json_document, parse_jsonl_batch
+from graders.jsonio import MAX_FILE_SIZE, JsonlStats, parse_json_document, parse_jsonl_items
+from graders.lazyjson import Item, JsonLines, TokenSteps
 from graders.runfiles import RunFiles
 from graders.toolcalls import gateway_tool_call, merge_tool_calls, native_tool_calls
 
@@ -78,15 +81,26 @@ def _first_available(files: RunFiles, paths: tuple[str, ...], report: Preprocess
     return None
 
 
-def _read_jsonl(files: RunFiles, rel: str | None, report: PreprocessReport) -> list[Any]:
+def _jsonl_batches(files: RunFiles, rel: str | None, report: PreprocessReport) -> Iterator[tuple[list[Item], list[Any]]]:
+    """A JSONL file's kept records, one (lazy items, values) pair per read block."""
     if rel is None:
-        return []
+        return
     stats = JsonlStats()
-    entries: list[Any] = []
     for batch in files.iter_line_batches(rel):
-        entries.extend(parse_jsonl_batch(batch, stats, stats.lines + 1))
+        yield parse_jsonl_items(batch, stats, stats.lines + 1)
     report.skipped_lines(rel, stats)
+
+
+def _read_jsonl(files: RunFiles, rel: str | None, report: PreprocessReport) -> list[Any]:
+    entries: list[Any] = []
+    for _, values in _jsonl_batches(files, rel, report):
+        entries.extend(values)
     return entries
+
+
+def _iter_jsonl(files: RunFiles, rel: str | None, report: PreprocessReport) -> Iterator[Any]:
+    for _, values in _jsonl_batches(files, rel, report):
+        yield from values
 
 
 def _read_json(files: RunFiles, rel: str | None, report: PreprocessReport) -> Any:
@@ -148,82 +162,145 @@ def read_evals(files: RunFiles, report: PreprocessReport | None = None) -> dict[
     return summary if summary["total"] > 0 else None
 
 
+def _safe_ints(values: list[Any]) -> bool:
+    """Every value is an int within ±2**53 (what real logs hold); checked in C."""
+    return not values or (set(map(type, values)) == {int} and -_MAX_SAFE <= min(values) and max(values) <= _MAX_SAFE)
+
+
+def _numbers(raw: list[Any]) -> list[Any]:
+    """``Number(x) || 0`` of each value."""
+    if _safe_ints(raw):
+        return raw
+    return [x if type(x) is int and -_MAX_SAFE <= x <= _MAX_SAFE else js_number_or_zero(x) for x in raw]
+
+
+def _models(raw: list[Any]) -> list[Any]:
+    """``x || null`` of each value."""
+    if not raw or set(map(type, raw)) == {str}:
+        return [m or None for m in raw]
+    return [(m or None) if type(m) is str else (m if js_truthy(m) else None) for m in raw]
+
+
+def _column(values: list[Any], key: str) -> list[Any]:
+    """``record.get(key)`` of each value (None for non-records), in C when all are records."""
+    try:
+        return list(map(dict.get, values, repeat(key)))
+    except TypeError:
+        return [v.get(key) if type(v) is dict else None for v in values]
+
+
+def _total(start: float, values: list[Any]) -> float:
+    # JavaScript adds left to right in doubles; sum() is exact only for ints (and, from
+    # Python 3.12, compensates float sums), so anything else is added one by one.
+    if type(start) is int and _safe_ints(values):
+        return start + sum(values)
+    for v in values:
+        start += v
+    return start
+
+
+@dataclass
+class TokenUsage:
+    entries: JsonLines
+    steps: TokenSteps
+    total_in: float = 0
+    total_out: float = 0
+    total_ms: float = 0
+
+
+def read_token_usage(files: RunFiles, rel: str | None, report: PreprocessReport) -> TokenUsage:
+    """Token-usage records, their steps and totals, in one pass over the file.
+
+    Records are kept as lines (``lazyjson``); the raw ``input_tokens`` column is kept for the
+    working-set grader, which reads it before ``Number()``.
+    """
+    items: list[Item] = []
+    raw_inputs: list[Any] = []
+    steps = TokenSteps([], [], [], [])
+    usage = TokenUsage(JsonLines(items, {"input_tokens": raw_inputs}), steps)
+    for kept, values in _jsonl_batches(files, rel, report):
+        items.extend(kept)
+        raw_in = _column(values, "input_tokens")
+        raw_inputs.extend(raw_in)
+        inputs = _numbers(raw_in)
+        outputs = _numbers(_column(values, "output_tokens"))
+        durations = _numbers(_column(values, "duration_ms"))
+        steps.inputs.extend(inputs)
+        steps.outputs.extend(outputs)
+        steps.durations.extend(durations)
+        steps.models.extend(_models(_column(values, "model")))
+        usage.total_in = _total(usage.total_in, inputs)
+        usage.total_out = _total(usage.total_out, outputs)
+        usage.total_ms = _total(usage.total_ms, durations)
+    return usage
+
+
+@dataclass
+class GatewayLog:
+    entries: JsonLines = field(default_factory=JsonLines)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    requests: JsonLines = field(default_factory=JsonLines)
+    retries: JsonLines = field(default_factory=JsonLines)
+    errors: JsonLines = field(default_factory=JsonLines)
+
+
+def read_gateway(files: RunFiles, rel: str | None, report: PreprocessReport) -> GatewayLog:
+    """Gateway records (kept as lines), their tool calls, and the request/retry/error subsets."""
+    log = GatewayLog()
+    calls = log.tool_calls
+    requests, retries, errors = log.requests.items, log.retries.items, log.errors.items
+    for kept, values in _jsonl_batches(files, rel, report):
+        log.entries.items.extend(kept)
+        # One type check and direct dict reads per record: this loop runs once per log line.
+        for item, e in zip(kept, values, strict=True):
+            if type(e) is not dict:  # non-records match none of the filters
+                continue
+            get = e.get
+            etype = get("type")
+            event = get("event")
+            method = get("method")
+            payload = get("payload")
+            # is_gateway_tool_call, inlined (same tests, same order).
+            if (etype == "tool_call" or method == "tools/call" or event == "tool_call"
+                    or isinstance(get("tool_name"), str)
+                    or (isinstance(payload, dict) and isinstance(payload.get("tool_name"), str))):
+                calls.append(gateway_tool_call(e))
+            if etype == "request" or etype == "response" or js_truthy(method):
+                requests.append(item)
+            message = get("message")
+            if get("retry") is True or event == "retry" or (isinstance(message, str) and _is_retry(message)):
+                retries.append(item)
+            if "error" in (get("level"), etype, event):
+                errors.append(item)
+    return log
+
+
 def preprocess(files: RunFiles, report: PreprocessReport | None = None) -> dict[str, Any]:
-    """Build the preprocessed trace of one run (``preprocessTrace``)."""
+    """Build the preprocessed trace of one run (``preprocessTrace``).
+
+    The large collections (token-usage and gateway records, their subsets, the steps) are
+    lazy sequences (``lazyjson``): equal to the reference's arrays, serialized as arrays.
+    """
     report = report if report is not None else PreprocessReport()
 
     token_rel = _first_available(files, TOKEN_USAGE_PATHS, report)
-    token_entries = _read_jsonl(files, token_rel, report)
+    usage = read_token_usage(files, token_rel, report)
     usage_rel = AGENT_USAGE_PATH if _readable(files, AGENT_USAGE_PATH, report) else None
     agent_usage = _read_json(files, usage_rel, report)
     gateway_rel = _first_available(files, GATEWAY_PATHS, report)
-    gateway_entries = _read_jsonl(files, gateway_rel, report)
+    gateway = read_gateway(files, gateway_rel, report)
     output_rel = _first_available(files, AGENT_OUTPUT_PATHS, report)
     agent_output = _read_json(files, output_rel, report)
     for label, rel in (("tokenUsage", token_rel), ("gateway", gateway_rel), ("agentOutput", output_rel)):
         if rel is not None:
             report.sources[label] = rel
 
-    # One pass per list, one type check and direct dict reads per record: these loops run once
-    # per log line, and the earlier comprehensions with helper calls dominated large runs.
-    gateway_calls: list[dict[str, Any]] = []
-    gateway_requests: list[Any] = []
-    retry_events: list[Any] = []
-    error_events: list[Any] = []
-    for e in gateway_entries:
-        if type(e) is not dict:  # non-records match none of the filters
-            continue
-        get = e.get
-        etype = get("type")
-        event = get("event")
-        method = get("method")
-        payload = get("payload")
-        # is_gateway_tool_call, inlined (same tests, same order).
-        if (etype == "tool_call" or method == "tools/call" or event == "tool_call"
-                or isinstance(get("tool_name"), str)
-                or (isinstance(payload, dict) and isinstance(payload.get("tool_name"), str))):
-            gateway_calls.append(gateway_tool_call(e))
-        if etype == "request" or etype == "response" or js_truthy(method):
-            gateway_requests.append(e)
-        message = get("message")
-        if get("retry") is True or event == "retry" or (isinstance(message, str) and _is_retry(message)):
-            retry_events.append(e)
-        if "error" in (get("level"), etype, event):
-            error_events.append(e)
-
     native: list[dict[str, Any]] = []
     for rel in events_files(files):
         if _readable(files, rel, report):
-            native.extend(native_tool_calls(_read_jsonl(files, rel, report)))
-    tool_calls = merge_tool_calls(native, gateway_calls)
-
-    total_in: float = 0
-    total_out: float = 0
-    total_ms: float = 0
-    steps = []
-    for i, entry in enumerate(token_entries):
-        if type(entry) is dict:
-            get = entry.get
-            inp, out, ms, model = get("input_tokens"), get("output_tokens"), get("duration_ms"), get("model")
-            # Fast path for safe integers (what real logs hold); anything else is Number(x) || 0.
-            # (Number(undefined) and Number(null) both end as 0 under `|| 0`.)
-            if type(inp) is not int or not -_MAX_SAFE <= inp <= _MAX_SAFE:
-                inp = js_number_or_zero(inp)
-            if type(out) is not int or not -_MAX_SAFE <= out <= _MAX_SAFE:
-                out = js_number_or_zero(out)
-            if type(ms) is not int or not -_MAX_SAFE <= ms <= _MAX_SAFE:
-                ms = js_number_or_zero(ms)
-            if type(model) is str:
-                model = model or None
-            elif not js_truthy(model):
-                model = None
-        else:
-            inp = out = ms = 0
-            model = None
-        total_in += inp
-        total_out += out
-        total_ms += ms
-        steps.append({"index": i, "inputTokens": inp, "outputTokens": out, "durationMs": ms, "model": model})
+            # Streamed: events are parsed block by block and only the tool calls are kept.
+            native.extend(native_tool_calls(_iter_jsonl(files, rel, report)))
+    tool_calls = merge_tool_calls(native, gateway.tool_calls)
 
     ao = agent_output if isinstance(agent_output, (dict, list)) else None
     files_list: list[Any] = []
@@ -238,21 +315,20 @@ def preprocess(files: RunFiles, report: PreprocessReport | None = None) -> dict[
 
     report.bytes_read = files.bytes_read
     return {
-        "tokenUsageEntries": token_entries,
+        "tokenUsageEntries": usage.entries,
         "agentUsage": agent_usage,
-        "mcpGatewayEntries": gateway_entries,
+        "mcpGatewayEntries": gateway.entries,
         "agentOutput": agent_output,
         "toolCalls": tool_calls,
         "nativeToolCalls": native,
-        "gatewayRequests": gateway_requests,
-        "retryEvents": retry_events,
-        "errorEvents": error_events,
-        "steps": steps,
-        "totalInputTokens": total_in,
-        "totalOutputTokens": total_out,
-        "totalDurationMs": total_ms,
-        "totalRequests": len(token_entries),
+        "gatewayRequests": gateway.requests,
+        "retryEvents": gateway.retries,
+        "errorEvents": gateway.errors,
+        "steps": usage.steps,
+        "totalInputTokens": usage.total_in,
+        "totalOutputTokens": usage.total_out,
+        "totalDurationMs": usage.total_ms,
+        "totalRequests": len(usage.entries),
         "files": files_list,
         "artifacts": artifacts,
     }
-

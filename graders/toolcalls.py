@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from typing import Any
 
 from graders.jscompat import UNDEFINED, is_record, js_trim, js_truthy, stable_stringify
@@ -30,16 +31,26 @@ def is_gateway_tool_call(entry: Any) -> bool:
 
 
 def gateway_tool_call(entry: dict[str, Any]) -> dict[str, Any]:
-    """The record plus normalized ``name``, ``tool``, ``arguments``, ``mcpServerName``."""
-    payload = entry.get("payload") if is_record(entry.get("payload")) else None
-    params = payload.get("params") if payload is not None and is_record(payload.get("params")) else None
-    rpc_name = params.get("name") if params is not None and isinstance(params.get("name"), str) else UNDEFINED
-    if isinstance(entry.get("tool_name"), str):
-        tool_name: Any = entry["tool_name"]
-    elif payload is not None and isinstance(payload.get("tool_name"), str):
-        tool_name = payload["tool_name"]
-    else:
-        tool_name = rpc_name
+    """The record plus normalized ``name``, ``tool``, ``arguments``, ``mcpServerName``.
+
+    ``{...entry, name, tool, arguments}`` where an ``undefined`` value drops the key, as
+    JSON serialization does (the spread keeps the record's key order).
+    """
+    get = entry.get
+    payload = get("payload")
+    if not isinstance(payload, dict):
+        payload = None
+    params = payload.get("params") if payload is not None else None
+    if not isinstance(params, dict):
+        params = None
+    rpc_name = params.get("name", UNDEFINED) if params is not None else UNDEFINED
+    if not isinstance(rpc_name, str):
+        rpc_name = UNDEFINED
+    tool_name: Any = get("tool_name")
+    if not isinstance(tool_name, str):
+        tool_name = payload.get("tool_name") if payload is not None else None
+        if not isinstance(tool_name, str):
+            tool_name = rpc_name
     if payload is None:
         args: Any = UNDEFINED
     else:
@@ -49,22 +60,24 @@ def gateway_tool_call(entry: dict[str, Any]) -> dict[str, Any]:
                 args = params.get("arguments", UNDEFINED)
             else:
                 args = payload.get("params", UNDEFINED)
-    own_args = entry.get("arguments", UNDEFINED)
-    server = entry.get("mcpServerName", UNDEFINED)
+    own_args = get("arguments", UNDEFINED)
+    server = get("mcpServerName", UNDEFINED)
     if server is None or server is UNDEFINED:
-        server = entry.get("server_id", UNDEFINED)
+        server = get("server_id", UNDEFINED)
+    own_tool = get("tool", UNDEFINED)
     call = dict(entry)
-    call["name"] = _js_or(entry.get("name", UNDEFINED), entry.get("tool", UNDEFINED), tool_name)
-    call["tool"] = _js_or(entry.get("tool", UNDEFINED), tool_name)
-    call["arguments"] = own_args if own_args is not None and own_args is not UNDEFINED else args
+    for key, value in (
+        ("name", _js_or(get("name", UNDEFINED), own_tool, tool_name)),
+        ("tool", _js_or(own_tool, tool_name)),
+        ("arguments", own_args if own_args is not None and own_args is not UNDEFINED else args),
+    ):
+        if value is UNDEFINED:
+            call.pop(key, None)
+        else:
+            call[key] = value
     if isinstance(server, str) and server:
         call["mcpServerName"] = server
-    return _drop_undefined(call)
-
-
-def _drop_undefined(obj: dict[str, Any]) -> dict[str, Any]:
-    # JSON serialization omits undefined properties; keep the key order of the spread.
-    return {k: v for k, v in obj.items() if v is not UNDEFINED}
+    return call
 
 
 def _native_arguments(data: dict[str, Any]) -> Any:
@@ -80,45 +93,46 @@ def _native_arguments(data: dict[str, Any]) -> Any:
     return UNDEFINED
 
 
-def _str_or_empty(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _identity(tool_call_id: str, server: str, mcp_tool: Any, timestamp: Any) -> dict[str, Any]:
-    """The optional identity keys of a native call, in the reference's key order."""
-    out: dict[str, Any] = {}
-    if tool_call_id:
-        out["toolCallId"] = tool_call_id
-    if server:
-        out["mcpServerName"] = server
-    if isinstance(mcp_tool, str) and mcp_tool:
-        out["mcpToolName"] = mcp_tool
-    if isinstance(timestamp, str):
-        out["timestamp"] = timestamp
-    return out
-
-
-def native_tool_calls(entries: list[Any]) -> list[dict[str, Any]]:
+def native_tool_calls(entries: Iterable[Any]) -> list[dict[str, Any]]:
     """Copilot ``events.jsonl`` starts/completions joined by toolCallId, then FIFO by name."""
     calls: list[dict[str, Any]] = []
     by_call_id: dict[str, dict[str, Any]] = {}
     pending_by_name: dict[str, list[dict[str, Any]]] = {}
 
+    # Helpers are inlined in this loop (same tests, same order): it runs once per event.
     for entry in entries:
-        if not is_record(entry):
+        if not isinstance(entry, dict):
             continue
         etype = entry.get("type")
         # Only starts and completions matter; other events (messages, …) are most of the log.
         if etype != "tool.execution_start" and etype != "tool.execution_complete":
             continue
-        data = entry.get("data") if is_record(entry.get("data")) else {}
-        tool_call_id = _str_or_empty(data.get("toolCallId"))
-        server = _str_or_empty(data.get("mcpServerName"))
-        name = _str_or_empty(data.get("toolName"))
-        mcp_tool = data.get("mcpToolName")
+        data = entry.get("data")
+        if not isinstance(data, dict):
+            data = {}
+        dget = data.get
+        tool_call_id = dget("toolCallId")
+        if not isinstance(tool_call_id, str):
+            tool_call_id = ""
+        server = dget("mcpServerName")
+        if not isinstance(server, str):
+            server = ""
+        name = dget("toolName")
+        if not isinstance(name, str):
+            name = ""
+        mcp_tool = dget("mcpToolName")
 
         timestamp = entry.get("timestamp")
-        ident = _identity(tool_call_id, server, mcp_tool, timestamp)
+        # The optional identity keys, in the reference's key order.
+        ident: dict[str, Any] = {}
+        if tool_call_id:
+            ident["toolCallId"] = tool_call_id
+        if server:
+            ident["mcpServerName"] = server
+        if isinstance(mcp_tool, str) and mcp_tool:
+            ident["mcpToolName"] = mcp_tool
+        if isinstance(timestamp, str):
+            ident["timestamp"] = timestamp
 
         if etype == "tool.execution_start":
             if not name:

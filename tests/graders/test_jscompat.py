@@ -1,6 +1,6 @@
 import math
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graders.jscompat import (
@@ -65,3 +65,24 @@ def test_trim_and_length():
     assert js_trim("\ufeff x \u00a0") == "x"
     assert js_trim("\x1c x") == "\x1c x"  # Python's isspace() would strip it; JavaScript does not
     assert utf16_len("a😀") == 3
+
+
+_awkward_text = st.text(alphabet=st.sampled_from(
+    ["a", "0", "1", ".", "e", ":", ",", "[", '"', "\\", "\n", "\x1f", "\x7f", "é", "\u2028", "\ue000", "\uffff",
+     "😀", "\ud800"]), max_size=6)
+_awkward_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.sampled_from([0.0, -0.0, 1.0, 1.5, 1e-7, 1e21, 2.5e16])
+    | st.floats(allow_nan=False) | _awkward_text,
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(
+        _awkward_text | st.sampled_from(["0", "12", "01", "b", "a"]), c, max_size=4),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_awkward_json)
+def test_orjson_fast_path_writes_exactly_the_reference_text(value):
+    from graders.jscompat import _stable_stringify, _stringify, js_stringify, stable_stringify
+
+    assert stable_stringify(value) == _stable_stringify(value)
+    assert js_stringify(value) == _stringify(value)

@@ -1,0 +1,132 @@
+"""Large trace collections kept compact: JSONL entries as their source lines, steps as columns.
+
+A large run's logs hold tens of thousands of records. Keeping every one as a parsed Python
+dict cost more than twice the JSON parse itself (allocating the objects, not parsing them;
+make bench), while the built-in graders read only a few fields and only user JavaScript and
+``grader_payload.json`` see whole records. So preprocessing parses each line once, takes the
+fields it needs, and keeps the line's bytes; a record is parsed again only when read.
+
+Both classes are read-only sequences that compare equal to the lists they stand for, pickle
+compactly, and serialize as JSON arrays (``jscompat``, ``js_sandbox.payload_json``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+import orjson
+
+
+class Parsed:
+    """A value that is not kept as its line: the line needed the slow (reference) parse path."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Parsed, (self.value,))
+
+
+Item = bytes | Parsed
+
+
+def load_item(item: Item) -> Any:
+    # A bytes item is a stripped line orjson accepted with exactly JSON.parse's value.
+    return orjson.loads(item) if type(item) is bytes else item.value  # type: ignore[union-attr]
+
+
+class LazyList(Sequence[Any]):
+    """Shared behaviour: list equality, a list repr, and materialization."""
+
+    __slots__ = ()
+
+    def materialize(self) -> list[Any]:
+        return list(self)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, LazyList)):
+            return len(self) == len(other) and self.materialize() == list(other)
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-list semantics: unhashable
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.materialize()!r})"
+
+
+class JsonLines(LazyList):
+    """Parsed JSONL records kept as their lines; ``columns`` holds fields extracted at parse time.
+
+    A column is the raw ``record.get(field)`` of every record (None for non-records), in order.
+    """
+
+    __slots__ = ("_items", "columns")
+
+    def __init__(self, items: list[Item] | None = None, columns: dict[str, list[Any]] | None = None) -> None:
+        self._items: list[Item] = items if items is not None else []
+        self.columns: dict[str, list[Any]] = columns if columns is not None else {}
+
+    @property
+    def items(self) -> list[Item]:
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [load_item(i) for i in self._items[index]]
+        return load_item(self._items[index])
+
+    def __iter__(self) -> Iterator[Any]:
+        return map(load_item, self._items)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (JsonLines, (self._items, self.columns))
+
+
+class TokenSteps(LazyList):
+    """The trace's ``steps``: ``{index, inputTokens, outputTokens, durationMs, model}`` per entry."""
+
+    __slots__ = ("durations", "inputs", "models", "outputs")
+
+
+    def __init__(self, inputs: list[Any], outputs: list[Any], durations: list[Any], models: list[Any]) -> None:
+        self.inputs, self.outputs, self.durations, self.models = inputs, outputs, durations, models
+
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+    def _step(self, i: int) -> dict[str, Any]:
+        return {"index": i, "inputTokens": self.inputs[i], "outputTokens": self.outputs[i],
+                "durationMs": self.durations[i], "model": self.models[i]}
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self._step(i) for i in range(len(self))[index]]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("step index out of range")
+        return self._step(index)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return map(self._step, range(len(self)))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TokenSteps, (self.inputs, self.outputs, self.durations, self.models))
