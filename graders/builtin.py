@@ -46,6 +46,14 @@ def _or(*values: Any) -> Any:
     return values[-1]
 
 
+def _call_name(c: dict[str, Any]) -> Any:
+    """``call.name || call.tool`` (a non-empty string name is the common case)."""
+    name = c.get("name", UNDEFINED)
+    if type(name) is str and name:
+        return name
+    return _or(name, c.get("tool", UNDEFINED))
+
+
 def loops(trace: Trace, ctx: GraderContext) -> int:
     # Key-order-sensitive JSON on purpose: the reference compares JSON.stringify output
     # (graders.md §14.10), unlike the key-sorted dedupe keys.
@@ -53,9 +61,11 @@ def loops(trace: Trace, ctx: GraderContext) -> int:
     prev = ""
     for call in trace["toolCalls"]:
         c = call if isinstance(call, dict) else {}
-        name = _or(c.get("name", UNDEFINED), c.get("tool", UNDEFINED))
-        args = _or(c.get("arguments", UNDEFINED), c.get("params", UNDEFINED), "")
-        key = f"{js_string(name)}:{js_stringify(args)}"
+        name = _call_name(c)
+        args = c.get("arguments", UNDEFINED)
+        if type(args) is not dict and type(args) is not list:  # objects and arrays are truthy
+            args = _or(args, c.get("params", UNDEFINED), "")
+        key = f"{name if type(name) is str else js_string(name)}:{js_stringify(args)}"
         if key == prev:
             count += 1
         prev = key
@@ -69,7 +79,8 @@ def trajectory_efficiency(trace: Trace, ctx: GraderContext) -> float:
     names = set()
     for call in calls:
         c = call if isinstance(call, dict) else {}
-        names.add(js_string(_or(c.get("name", UNDEFINED), c.get("tool", UNDEFINED), "")))
+        name = _call_name(c)
+        names.add(name if type(name) is str else js_string(_or(name, "")))
     return min(1, len(names) / len(calls))
 
 
