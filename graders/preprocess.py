@@ -35,14 +35,6 @@ _RETRY = re.compile(r"retry|retrying", re.IGNORECASE)
 _MAX_SAFE: Final = 2**53
 
 
-def _is_retry(message: str) -> bool:
-    # For ASCII text a lower-cased substring test is exactly the case-insensitive regex, and
-    # several times faster; other text keeps the regex's Unicode case folding.
-    if message.isascii():
-        return "retry" in message.lower()
-    return _RETRY.search(message) is not None
-
-
 @dataclass
 class PreprocessReport:
     """What preprocessing read and skipped; it becomes the ``runs`` row's warnings."""
@@ -265,10 +257,14 @@ def read_gateway(files: RunFiles, rel: str | None, report: PreprocessReport) -> 
                     or isinstance(get("tool_name"), str)
                     or (isinstance(payload, dict) and isinstance(payload.get("tool_name"), str))):
                 calls.append(gateway_tool_call(e))
-            if etype == "request" or etype == "response" or js_truthy(method):
+            # js_truthy(method), inlined: JSON values hold no NaN and no undefined.
+            if etype == "request" or etype == "response" or (method is not None and method != "" and method != 0):
                 requests.append(item)
             message = get("message")
-            if get("retry") is True or event == "retry" or (isinstance(message, str) and _is_retry(message)):
+            # /retry|retrying/i: for ASCII text a lower-cased substring test is exactly the
+            # regex, several times faster; other text keeps the regex's Unicode case folding.
+            if get("retry") is True or event == "retry" or (type(message) is str and (
+                    "retry" in message.lower() if message.isascii() else _RETRY.search(message) is not None)):
                 retries.append(item)
             if "error" in (get("level"), etype, event):
                 errors.append(item)
