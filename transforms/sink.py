@@ -43,6 +43,7 @@ FAULT_ENV = "FLEETGRADE_FAULT_KILL_AFTER_COMMITS"
 
 PartitionKey = tuple[str, str | None, str | None]
 Drop = tuple[str, str | None, str | None, tuple[Any, ...]]  # (table, workflow, date, identity)
+TableRows = beam.PCollection | dict[str, beam.PCollection]  # a table's rows, or its named parts
 Action = tuple[str, str]  # ("write" | "keep" | "delete", partition file path relative to output)
 
 
@@ -107,13 +108,16 @@ class PackRows(beam.CombineFn):  # type: ignore[misc]
         chunks, pending = acc
         return ([*chunks, _pack(pending)], []) if pending else acc
 
-    def extract_output(self, acc: Packed) -> list[dict[str, Any]]:
-        chunks, pending = acc
-        rows: list[dict[str, Any]] = []
-        for chunk in chunks:
-            rows.extend(pickle.loads(zlib.decompress(chunk)))
-        rows.extend(pending)
-        return rows
+    def extract_output(self, acc: Packed) -> list[bytes]:
+        # Still packed: the partitions cross a Flatten and a join before the write, and the
+        # local runner holds both for the whole fleet (as Python objects after the join).
+        return self.compact(acc)[0]
+
+
+def unpack(chunks: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """The rows of ``PackRows`` chunks."""
+    for chunk in chunks:
+        yield from pickle.loads(zlib.decompress(chunk))
 
 
 def _read(path: str) -> bytes | None:
@@ -134,7 +138,7 @@ class _WritePartition(beam.DoFn):
 
     def process(self, kv: tuple[PartitionKey, dict[str, Iterable[Any]]]) -> Iterator[Action]:
         (table, workflow, date), groups = kv
-        new_rows = [row for rows in groups["rows"] for row in rows]
+        new_rows = [row for chunks in groups["rows"] for row in unpack(chunks)]
         drops = {ident for idents in groups["drops"] for ident in idents}
         rel = f"{partition_path(table, workflow, date)}/{PART_NAME}"
         existing = _read(join(self.output, rel))
@@ -263,24 +267,29 @@ class WritePartitionedParquet(beam.PTransform):
         self.output = output.rstrip("/")
         self.staging = join(self.output, f"{STAGING}/{token}")
 
-    def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection:
-        """``tables`` maps table names to row collections; the key ``"_drops"`` (optional)
-        holds (table, workflow, date, identity) tuples of rows to remove."""
+    def expand(self, tables: dict[str, TableRows]) -> beam.PCollection:
+        """``tables`` maps table names to row collections, or to named parts whose rows make
+        the table together; the key ``"_drops"`` (optional) holds (table, workflow, date, identity)
+        tuples of rows to remove."""
         names = sorted(t for t in tables if t != "_drops")
-        # Pack per table, then flatten: a Flatten of inputs from different stages is materialized
-        # by the local runner, so flattening rows first buffered every row of the fleet.
-        packed = [
-            tables[name] | f"Key[{name}]" >> beam.Map(_key_rows(name))
-            | f"Pack[{name}]" >> beam.CombinePerKey(PackRows())
-            for name in names
-        ]
+        # Pack each collection, then flatten: the local runner materializes every Flatten, so
+        # flattening rows first buffered every row of the fleet.
+        packed = []
+        for name in names:
+            rows = tables[name]
+            parts = {name: rows} if isinstance(rows, beam.PCollection) else {f"{name}/{k}": v for k, v in rows.items()}
+            for label, part in parts.items():
+                packed.append(
+                    part | f"Key[{label}]" >> beam.Map(_key_rows(name))
+                    | f"Pack[{label}]" >> beam.CombinePerKey(PackRows())
+                )
         groups = {"rows": tuple(packed) | "FlattenTables" >> beam.Flatten()}
         if "_drops" in tables:
             groups["drops"] = (
                 tables["_drops"] | "KeyDrops" >> beam.Map(_key_drop) | "GroupDrops" >> beam.GroupByKey()
             )
         else:
-            groups["drops"] = tables[names[0]].pipeline | "NoDrops" >> beam.Create([])
+            groups["drops"] = packed[0].pipeline | "NoDrops" >> beam.Create([])
         actions = (
             groups
             | "JoinRowsAndDrops" >> beam.CoGroupByKey()
