@@ -110,7 +110,7 @@ def _run_row(kv: tuple[RunKey, dict[str, Iterable[Any]]]) -> Iterator[Any]:
     """
     _, groups = kv
     failures = list(groups["failed"])
-    counts = next(iter(groups["results"]), [0, 0, 0, 0, 0])
+    counts = CountStatuses().merge_accumulators(groups["results"])  # one count per family
     for packed in groups["run"]:
         if failures:
             yield beam.pvalue.TaggedOutput("dead_letter", failures[0])
@@ -121,15 +121,20 @@ def _run_row(kv: tuple[RunKey, dict[str, Iterable[Any]]]) -> Iterator[Any]:
 
 
 class GradeRuns(beam.PTransform):
-    """PreparedRun → {"grader_results": rows, "runs": rows, "dead_letter": rows}."""
+    """PreparedRun → {"grader_results": {family: rows}, "runs": rows, "dead_letter": rows}.
+
+    Results stay per family: a Flatten of them would be materialized by the local runner, every
+    result row of the fleet at once (make bench memory). Count and pack them before any Flatten.
+    """
 
     def __init__(self, plans: PlanSet, resource_hints: bool = False) -> None:
         super().__init__()
         self.plans = plans
         self.resource_hints = resource_hints
 
-    def expand(self, prepared: beam.PCollection) -> dict[str, beam.PCollection]:
-        per_family = []
+    def expand(self, prepared: beam.PCollection) -> dict[str, Any]:
+        per_family: dict[str, beam.PCollection] = {}
+        counts = []
         failures = []
         for family in self.plans.families():
             grade: Any = beam.ParDo(GradeFamily(self.plans, family))
@@ -139,9 +144,10 @@ class GradeRuns(beam.PTransform):
                 # A V8 helper or bubblewrap evaluators per worker need headroom beyond the graders.
                 grade = grade.with_resource_hints(min_ram=SANDBOX_MIN_RAM)
             good, bad = prepared | f"Grade[{family}]" >> grade.with_exception_handling()
-            per_family.append(good)
+            per_family[family] = good
+            counts.append(good | f"KeyStatuses[{family}]" >> beam.Map(_status_key)
+                          | f"CountStatuses[{family}]" >> beam.CombinePerKey(CountStatuses()))
             failures.append(bad)
-        results = tuple(per_family) | "FlattenResults" >> beam.Flatten()
         failed = (
             tuple(failures)
             | "FlattenGradeFailures" >> beam.Flatten()
@@ -151,14 +157,13 @@ class GradeRuns(beam.PTransform):
         joined = (
             {
                 "run": prepared | "KeyRuns" >> beam.Map(_run_stub, self.plans),
-                "results": results | "KeyStatuses" >> beam.Map(_status_key)
-                | "CountStatuses" >> beam.CombinePerKey(CountStatuses()),
+                "results": tuple(counts) | "FlattenCounts" >> beam.Flatten(),
                 "failed": failed,
             }
             | "JoinRunResults" >> beam.CoGroupByKey()
             | "RunRows" >> beam.FlatMap(_run_row).with_outputs("dead_letter", main="runs")
         )
-        return {"grader_results": results, "runs": joined.runs, "dead_letter": joined.dead_letter}
+        return {"grader_results": per_family, "runs": joined.runs, "dead_letter": joined.dead_letter}
 
 
 def _failure_row(bad: tuple[Any, Any]) -> dict[str, Any]:

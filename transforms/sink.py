@@ -1,6 +1,7 @@
 """Hive-partitioned Parquet sink with atomic per-partition commit (design.md §2, "Write").
 
-Rows are grouped per (table, workflow, date). Each touched partition is rewritten as ONE file:
+Rows are packed into chunks per (table, workflow, date) and staged to shard files as they are
+produced; only chunk references are grouped per partition. Each touched partition is rewritten as ONE file:
 the rows already in it that survive (see ``schemas.tables.IDENTITY``: an old row goes when a
 new row or a dropped run has its identity) plus the new rows, sorted. The file is written to
 ``<output>/_staging/<job>/…``; after every partition is written, a single commit step moves each
@@ -23,13 +24,17 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import uuid
 import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindows
+from apache_beam.utils.windowed_value import WindowedValue
 
 from graders.parquet import decode_table, encode_table, partition_path
 from schemas.tables import IDENTITY, REPLACE_TABLE, UNPARTITIONED
@@ -43,6 +48,7 @@ FAULT_ENV = "FLEETGRADE_FAULT_KILL_AFTER_COMMITS"
 
 PartitionKey = tuple[str, str | None, str | None]
 Drop = tuple[str, str | None, str | None, tuple[Any, ...]]  # (table, workflow, date, identity)
+TableRows = beam.PCollection | dict[str, beam.PCollection]  # a table's rows, or its named parts
 Action = tuple[str, str]  # ("write" | "keep" | "delete", partition file path relative to output)
 
 
@@ -67,53 +73,83 @@ def _key_drop(drop: Drop) -> tuple[PartitionKey, tuple[Any, ...]]:
 
 
 _CHUNK_ROWS = 64  # rows held unpacked per partition: bounded memory, still ~10x compression
-Packed = tuple[list[bytes], list[dict[str, Any]]]  # (compressed row chunks, rows not packed yet)
+_SHARD_BYTES = 8 << 20  # packed chunks held per bundle before they are written out
+SHARDS = "_shards"  # under the job's staging folder; no table has this name
+ChunkRef = tuple[str, int, int]  # (staged shard file, offset, length) of one packed chunk
 
 
 def _pack(rows: list[dict[str, Any]]) -> bytes:
     return zlib.compress(pickle.dumps(rows, pickle.HIGHEST_PROTOCOL), 1)
 
 
-class PackRows(beam.CombineFn):  # type: ignore[misc]
-    """Collects a partition's rows as compressed chunks instead of one shuffled element per row.
+class StageRows(beam.DoFn):
+    """Rows → (partition, chunk reference): rows leave through staged files, not the shuffle.
 
-    A plain GroupByKey held every row of the fleet, encoded, until the write (the local
-    runner keeps shuffled data in memory), so peak memory grew with the fleet (make bench).
-    Rows of one run repeat most of their columns (digests, versions, grader metadata), so
-    chunks compress ~10x; the combine is lifted, so rows are packed where they are produced.
-    Row order does not matter: ``encode_table`` sorts.
+    Every shuffled or flattened row was held by the local runner until the write, so peak
+    memory grew with the fleet (make bench memory), even packed. Here rows are packed per
+    partition as they come (64 at a time; rows of one run repeat most columns, so chunks
+    compress ~10x), chunks are written to a shard file under the job's staging folder every
+    few MiB, and only their references are shuffled (Beam's file sinks do the same). A failed
+    bundle's shard is never referenced; the commit deletes the staging folder.
     """
 
-    def create_accumulator(self) -> Packed:
-        return [], []
+    def __init__(self, table: str, staging: str, shard_bytes: int = _SHARD_BYTES) -> None:
+        self.table = table
+        self.staging = staging
+        self.shard_bytes = shard_bytes
+        self.key = _key_rows(table)
 
-    def add_input(self, acc: Packed, row: dict[str, Any]) -> Packed:
-        chunks, pending = acc
-        pending.append(row)
-        if len(pending) >= _CHUNK_ROWS:
-            chunks.append(_pack(pending))
-            return chunks, []
-        return chunks, pending
+    def start_bundle(self) -> None:
+        self.pending: dict[PartitionKey, list[dict[str, Any]]] = {}
+        self.chunks: list[tuple[PartitionKey, bytes]] = []
+        self.size = 0
 
-    def merge_accumulators(self, accs: Iterable[Packed]) -> Packed:
-        chunks: list[bytes] = []
-        pending: list[dict[str, Any]] = []
-        for c, p in accs:
-            chunks.extend(c)
-            pending.extend(p)
-        return self.compact((chunks, pending)) if len(pending) >= _CHUNK_ROWS else (chunks, pending)
+    def process(self, row: dict[str, Any]) -> Iterator[tuple[PartitionKey, ChunkRef]]:
+        key, row = self.key(row)
+        rows = self.pending.setdefault(key, [])
+        rows.append(row)
+        if len(rows) >= _CHUNK_ROWS:
+            yield from self._add(key, self.pending.pop(key))
 
-    def compact(self, acc: Packed) -> Packed:
-        chunks, pending = acc
-        return ([*chunks, _pack(pending)], []) if pending else acc
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        for key, rows in self.pending.items():
+            self.chunks.append((key, _pack(rows)))
+        self.pending = {}
+        for ref in self._write():
+            yield GlobalWindows.windowed_value(ref)
 
-    def extract_output(self, acc: Packed) -> list[dict[str, Any]]:
-        chunks, pending = acc
-        rows: list[dict[str, Any]] = []
-        for chunk in chunks:
-            rows.extend(pickle.loads(zlib.decompress(chunk)))
-        rows.extend(pending)
-        return rows
+    def _add(self, key: PartitionKey, rows: list[dict[str, Any]]) -> Iterator[tuple[PartitionKey, ChunkRef]]:
+        data = _pack(rows)
+        self.chunks.append((key, data))
+        self.size += len(data)
+        if self.size >= self.shard_bytes:
+            yield from self._write()
+
+    def _write(self) -> list[tuple[PartitionKey, ChunkRef]]:
+        if not self.chunks:
+            return []
+        path = join(self.staging, f"{SHARDS}/{self.table}-{uuid.uuid4().hex}")
+        refs = []
+        offset = 0
+        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
+            for key, data in self.chunks:
+                fh.write(data)
+                refs.append((key, (path, offset, len(data))))
+                offset += len(data)
+        self.chunks, self.size = [], 0
+        return refs
+
+
+def read_chunks(refs: Iterable[ChunkRef]) -> Iterator[dict[str, Any]]:
+    """The rows of staged chunks, one open file per shard."""
+    by_path: dict[str, list[tuple[int, int]]] = {}
+    for path, offset, length in refs:
+        by_path.setdefault(path, []).append((offset, length))
+    for path in sorted(by_path):
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
+            for offset, length in sorted(by_path[path]):
+                fh.seek(offset)
+                yield from pickle.loads(zlib.decompress(fh.read(length)))
 
 
 def _read(path: str) -> bytes | None:
@@ -134,7 +170,7 @@ class _WritePartition(beam.DoFn):
 
     def process(self, kv: tuple[PartitionKey, dict[str, Iterable[Any]]]) -> Iterator[Action]:
         (table, workflow, date), groups = kv
-        new_rows = [row for rows in groups["rows"] for row in rows]
+        new_rows = list(read_chunks(groups["rows"]))
         drops = {ident for idents in groups["drops"] for ident in idents}
         rel = f"{partition_path(table, workflow, date)}/{PART_NAME}"
         existing = _read(join(self.output, rel))
@@ -263,24 +299,26 @@ class WritePartitionedParquet(beam.PTransform):
         self.output = output.rstrip("/")
         self.staging = join(self.output, f"{STAGING}/{token}")
 
-    def expand(self, tables: dict[str, beam.PCollection]) -> beam.PCollection:
-        """``tables`` maps table names to row collections; the key ``"_drops"`` (optional)
-        holds (table, workflow, date, identity) tuples of rows to remove."""
+    def expand(self, tables: dict[str, TableRows]) -> beam.PCollection:
+        """``tables`` maps table names to row collections, or to named parts whose rows make
+        the table together; the key ``"_drops"`` (optional) holds (table, workflow, date, identity)
+        tuples of rows to remove."""
         names = sorted(t for t in tables if t != "_drops")
-        # Pack per table, then flatten: a Flatten of inputs from different stages is materialized
-        # by the local runner, so flattening rows first buffered every row of the fleet.
-        packed = [
-            tables[name] | f"Key[{name}]" >> beam.Map(_key_rows(name))
-            | f"Pack[{name}]" >> beam.CombinePerKey(PackRows())
-            for name in names
-        ]
-        groups = {"rows": tuple(packed) | "FlattenTables" >> beam.Flatten()}
+        # Stage each collection, then flatten the chunk references: the local runner materializes
+        # every Flatten, so flattening rows first buffered every row of the fleet.
+        staged = []
+        for name in names:
+            rows = tables[name]
+            parts = {name: rows} if isinstance(rows, beam.PCollection) else {f"{name}/{k}": v for k, v in rows.items()}
+            for label, part in parts.items():
+                staged.append(part | f"Stage[{label}]" >> beam.ParDo(StageRows(name, self.staging)))
+        groups = {"rows": tuple(staged) | "FlattenTables" >> beam.Flatten()}
         if "_drops" in tables:
             groups["drops"] = (
                 tables["_drops"] | "KeyDrops" >> beam.Map(_key_drop) | "GroupDrops" >> beam.GroupByKey()
             )
         else:
-            groups["drops"] = tables[names[0]].pipeline | "NoDrops" >> beam.Create([])
+            groups["drops"] = staged[0].pipeline | "NoDrops" >> beam.Create([])
         actions = (
             groups
             | "JoinRowsAndDrops" >> beam.CoGroupByKey()

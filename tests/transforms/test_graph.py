@@ -50,10 +50,11 @@ def test_prepare_and_grade(tmp_path):
             | beam.ParDo(PrepareRun(str(tmp_path))).with_outputs(DEAD, main="runs")
         )
         graded = prepared.runs | GradeRuns(plans)
+        results = tuple(graded["grader_results"].values()) | "Results" >> beam.Flatten()
         runs = graded["runs"] | "RunIds" >> beam.Map(lambda r: (r["workflow"], r["date"], r["run_id"], r["graders"]))
         assert_that(runs, equal_to([("wf-a", "2026-05-02", "11", N), ("wf-b", "2026-05-03", "77", N)]), label="runs")
         loops = (
-            graded["grader_results"]
+            results
             | beam.Filter(lambda r: r["grader_id"] in ("loops", "artifact-production"))
             | beam.Map(lambda r: (r["run_id"], r["grader_id"], r["value"], r["status"]))
         )
@@ -64,4 +65,4 @@ def test_prepare_and_grade(tmp_path):
         dead = prepared[DEAD] | beam.Map(lambda r: (r["input"].rsplit("/", 2)[-2:], r["error_class"], r["message"].endswith("aw_info.json: expected a JSON object")))
         assert_that(dead, equal_to([(["wf-b", "run-12"], "MetadataError", True)]), label="dead")
         assert_that(graded["dead_letter"], equal_to([]), label="no grade failures")
-        assert_that(graded["grader_results"], is_not_empty(), label="results")
+        assert_that(results, is_not_empty(), label="results")

@@ -1,0 +1,45 @@
+"""The sink stages rows as packed chunks in shard files and shuffles only their references."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apache_beam as beam
+from apache_beam.testing.util import assert_that, equal_to
+
+from tests.helpers.beam import local_test_pipeline
+from transforms.sink import StageRows, read_chunks
+
+
+def _rows(n: int, workflow: str = "wf-a", date: str = "2026-05-01") -> list[dict[str, object]]:
+    return [{"workflow": workflow, "date": date, "run_id": str(i), "attempt": 1} for i in range(n)]
+
+
+def test_stage_rows_writes_chunks_before_the_bundle_ends(tmp_path: Path) -> None:
+    """A bundle holding the whole fleet (the local runner's) must not keep its rows until finish_bundle."""
+    fn = StageRows("runs", str(tmp_path), shard_bytes=1)
+    fn.start_bundle()
+    rows = _rows(64)
+    emitted = [ref for row in rows for ref in fn.process(row)]
+    assert emitted, "a full chunk is written and referenced while the bundle is still running"
+    assert {key for key, _ in emitted} == {("runs", "wf-a", "2026-05-01")}
+    assert list(read_chunks(ref for _, ref in emitted)) == rows
+    assert fn.pending == {} and fn.chunks == []
+    assert list(fn.finish_bundle()) == []
+
+
+def test_staged_rows_read_back_per_partition(tmp_path: Path) -> None:
+    rows = _rows(150) + _rows(70, "wf-b") + _rows(3, "wf-b", "2026-05-02")
+    with local_test_pipeline() as p:
+        got = (
+            p
+            | beam.Create(rows)
+            | beam.ParDo(StageRows("runs", str(tmp_path), shard_bytes=2000))
+            | beam.GroupByKey()
+            | beam.Map(lambda kv: (kv[0], sorted(int(r["run_id"]) for r in read_chunks(kv[1]))))
+        )
+        assert_that(got, equal_to([
+            (("runs", "wf-a", "2026-05-01"), list(range(150))),
+            (("runs", "wf-b", "2026-05-01"), list(range(70))),
+            (("runs", "wf-b", "2026-05-02"), list(range(3))),
+        ]))
