@@ -41,9 +41,18 @@ def fleet(seed: int, runs: int, variant: str = "", **options: Any) -> Path:
     return out
 
 
+RUNS_PER_DAY = 200  # memory fleets: ~25 runs per workflow and day, at every fleet size
+
+
 def small_file_fleet(seed: int, runs: int) -> Path:
-    """Small runs only (fast to generate): for memory and scaling, where the count matters."""
-    return fleet(seed, runs, "small", mix=SizeMix(medium=0.03, large=0.0), malformed_rate=0.01)
+    """Small runs only (fast to generate): for memory and scaling, where the count matters.
+
+    A larger fleet is a longer history, as in a backfill: the days grow with the runs, so a
+    partition (one workflow, one day) holds about as many runs at 1k as at 10k runs. Partition
+    size is a different axis: one partition is written by one worker, holding its rows.
+    """
+    return fleet(seed, runs, "small", mix=SizeMix(medium=0.03, large=0.0), malformed_rate=0.01,
+                 days=max(5, runs // RUNS_PER_DAY))
 
 
 def manifest(root: Path) -> list[dict[str, Any]]:

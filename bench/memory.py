@@ -2,9 +2,11 @@
 
 Each measurement runs in a fresh subprocess (``python -m bench.memory --child MODE FLEET``) so
 peaks do not leak between measurements; the child reports VmHWM from /proc/self/status
-(ru_maxrss where /proc is absent). The in-process pipeline runs its workers as threads of
-that one process, so its VmHWM is the worker's peak. Fleets are small-file fleets: the run
-count, not run size, is what must not make memory grow.
+(ru_maxrss where /proc is absent). The in-process pipeline runs runner and worker as one
+process, so its VmHWM includes the runner's buffers of every collection crossing a stage; the
+multi-process pipeline reports its coordinator and, apart, its largest worker (ru_maxrss of the
+children). Fleets are small-file fleets whose history (days) grows with the run count
+(``bench.common.small_file_fleet``): the run count, not run size, must not make memory grow.
 """
 
 from __future__ import annotations
@@ -45,8 +47,18 @@ def _child(mode: str, root: Path) -> dict[str, Any]:
         from bench.common import manifest
 
         runs = len(manifest(root))
-        seconds = run_pipeline(root, "in-process")
-    return {"mode": mode, "runs": runs, "seconds": seconds, "peak_rss_mb": _peak_rss_mb(), "import_rss_mb": base}
+        seconds = run_pipeline(root, MODES[mode])
+    # Workers of the multi-process runner are this process's children, ended and waited for
+    # by the runner: ru_maxrss of the children is the peak of the largest one.
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {"mode": mode, "runs": runs, "seconds": seconds, "peak_rss_mb": _peak_rss_mb(), "import_rss_mb": base,
+            "worker_peak_rss_mb": workers}
+
+
+# The in-process runner holds every collection that crosses a stage (its shuffle) in this one
+# process; the multi-process runner keeps it in the coordinator, and its workers hold only the
+# bundle they run, as Dataflow workers do (their shuffle is a service).
+MODES = {"pipeline": "in-process", "pipeline-mp": "multi-process x2"}
 
 
 def measure(mode: str, root: Path) -> dict[str, Any]:
@@ -66,14 +78,18 @@ def run(quick: bool) -> list[dict[str, Any]]:
     small_n, large_n = (200, 1000) if quick else (1000, 10000)
     fleets = {n: small_file_fleet(11, n) for n in (small_n, large_n)}
     rows = []
-    for mode in ("loop", "pipeline"):
+    for mode in ("loop", "pipeline", "pipeline-mp"):
         got = {n: measure(mode, fleets[n]) for n in (small_n, large_n)}
         a, b = got[small_n], got[large_n]
-        label = "plain loop" if mode == "loop" else "pipeline in-process"
+        label = {"loop": "plain loop", "pipeline": "pipeline in-process",
+                 "pipeline-mp": "pipeline multi-process x2"}[mode]
+        if mode == "pipeline-mp":
+            rows += _peaks(f"{label}, largest worker", a["worker_peak_rss_mb"], b["worker_peak_rss_mb"], small_n, large_n)
+            rows += _peaks(f"{label}, coordinator", a["peak_rss_mb"], b["peak_rss_mb"], small_n, large_n)
+        else:
+            rows += _peaks(label, a["peak_rss_mb"], b["peak_rss_mb"], small_n, large_n,
+                           note=f"after imports {a['import_rss_mb']:.0f}")
         rows += [
-            row(f"{label}: peak RSS at {small_n} runs", a["peak_rss_mb"], "MiB", note=f"after imports {a['import_rss_mb']:.0f}"),
-            row(f"{label}: peak RSS at {large_n} runs", b["peak_rss_mb"], "MiB", baseline=a["peak_rss_mb"],
-                ratio=b["peak_rss_mb"] / a["peak_rss_mb"]),
             row(f"{label}: runs/s at {small_n} runs", a["runs"] / a["seconds"], "runs/s"),
             row(f"{label}: runs/s at {large_n} runs (scaling)", b["runs"] / b["seconds"], "runs/s",
                 baseline=a["runs"] / a["seconds"], ratio=(b["runs"] / b["seconds"]) / (a["runs"] / a["seconds"])),
@@ -81,9 +97,14 @@ def run(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
+def _peaks(label: str, small: float, large: float, small_n: int, large_n: int, note: str = "") -> list[dict[str, Any]]:
+    return [row(f"{label}: peak RSS at {small_n} runs", small, "MiB", note=note),
+            row(f"{label}: peak RSS at {large_n} runs", large, "MiB", baseline=small, ratio=large / small)]
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--child":
         print(json.dumps(_child(sys.argv[2], Path(sys.argv[3]))))
     else:
-        print("usage: python -m bench.memory --child loop|pipeline FLEET", file=sys.stderr)
+        print("usage: python -m bench.memory --child loop|pipeline|pipeline-mp FLEET", file=sys.stderr)
         sys.exit(2)

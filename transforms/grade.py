@@ -14,7 +14,7 @@ from graders.engine import Executor, grade_trace
 from graders.executors import SANDBOXED_SOURCES, close_executor, make_executor
 from graders.plan import PlanSet, family_ids
 from graders.prepare import PreparedRun, bind_executor
-from graders.rows import dead_letter_row, result_rows, run_row
+from graders.rows import dead_letter_row, result_rows, run_row, status_counts
 
 RunKey = tuple[str, str, str, int]
 SANDBOX_MIN_RAM = "4GB"
@@ -41,7 +41,7 @@ class GradeFamily(beam.DoFn):
             if executor is not None:
                 self.executors[self.family] = executor
 
-    def process(self, prep: PreparedRun) -> Iterator[dict[str, Any]]:
+    def process(self, prep: PreparedRun) -> Iterator[dict[str, Any] | beam.pvalue.TaggedOutput]:
         plan = prep.plan(self.plans.for_workflow(prep.meta.workflow))
         ids = family_ids(plan, self.family)
         if not ids:
@@ -51,6 +51,9 @@ class GradeFamily(beam.DoFn):
         self.graded.inc(len(results))
         self.errors.inc(sum(r["status"] == "error" for r in results))
         yield from result_rows(prep.meta, results, plan, prep.input_digest)
+        # The run's status counts leave with its rows: a combine per run held one accumulator
+        # per run of the fleet in the grading worker (lifted combines keep up to 100k keys).
+        yield beam.pvalue.TaggedOutput(COUNTS, (run_key(prep), status_counts(results)))
 
     def teardown(self) -> None:
         for executor in self.executors.values():
@@ -58,37 +61,16 @@ class GradeFamily(beam.DoFn):
         self.executors.clear()
 
 
-_STATUSES = ("pass", "fail", "error", "unavailable")
-Counts = list[int]  # [graders, pass, fail, error, unavailable]
+COUNTS = "counts"  # GradeFamily's side output: (run key, status counts) per graded run
 
 
-def _status_key(row: dict[str, Any]) -> tuple[RunKey, str]:
-    return (row["workflow"], row["date"], row["run_id"], row["attempt"]), row["status"]
-
-
-class CountStatuses(beam.CombineFn):  # type: ignore[misc]
-    """Per run: how many results, and how many of each status (all the ``runs`` row needs).
-
-    Lifted, so one small counter per run reaches the join instead of one element per result.
-    """
-
-    def create_accumulator(self) -> Counts:
-        return [0, 0, 0, 0, 0]
-
-    def add_input(self, acc: Counts, status: str) -> Counts:
-        acc[0] += 1
-        if status in _STATUSES:
-            acc[1 + _STATUSES.index(status)] += 1
-        return acc
-
-    def merge_accumulators(self, accs: Iterable[Counts]) -> Counts:
-        merged = self.create_accumulator()
-        for acc in accs:
-            merged = [a + b for a, b in zip(merged, acc, strict=True)]
-        return merged
-
-    def extract_output(self, acc: Counts) -> Counts:
-        return acc
+def _sum_counts(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    """One run's status counts over its families (all zero when no family graded it)."""
+    total = dict.fromkeys(("graders", "passed", "failed", "errors", "unavailable"), 0)
+    for c in counts:
+        for k in total:
+            total[k] += c[k]
+    return total
 
 
 def _run_stub(prep: PreparedRun, plans: PlanSet) -> tuple[RunKey, bytes]:
@@ -110,13 +92,13 @@ def _run_row(kv: tuple[RunKey, dict[str, Iterable[Any]]]) -> Iterator[Any]:
     """
     _, groups = kv
     failures = list(groups["failed"])
-    counts = CountStatuses().merge_accumulators(groups["results"])  # one count per family
+    counts = _sum_counts(groups["results"])  # one count per family
     for packed in groups["run"]:
         if failures:
             yield beam.pvalue.TaggedOutput("dead_letter", failures[0])
             continue
         stub = pickle.loads(zlib.decompress(packed))
-        stub.update(zip(("graders", "passed", "failed", "errors", "unavailable"), counts, strict=True))
+        stub.update(counts)
         yield stub
 
 
@@ -124,7 +106,7 @@ class GradeRuns(beam.PTransform):
     """PreparedRun → {"grader_results": {family: rows}, "runs": rows, "dead_letter": rows}.
 
     Results stay per family: a Flatten of them would be materialized by the local runner, every
-    result row of the fleet at once (make bench memory). Count and pack them before any Flatten.
+    result row of the fleet at once (make bench memory). Only their per-run counts are flattened.
     """
 
     def __init__(self, plans: PlanSet, resource_hints: bool = False) -> None:
@@ -143,11 +125,10 @@ class GradeRuns(beam.PTransform):
             if self.resource_hints and family in SANDBOXED_SOURCES:
                 # A V8 helper or bubblewrap evaluators per worker need headroom beyond the graders.
                 grade = grade.with_resource_hints(min_ram=SANDBOX_MIN_RAM)
-            good, bad = prepared | f"Grade[{family}]" >> grade.with_exception_handling()
-            per_family[family] = good
-            counts.append(good | f"KeyStatuses[{family}]" >> beam.Map(_status_key)
-                          | f"CountStatuses[{family}]" >> beam.CombinePerKey(CountStatuses()))
-            failures.append(bad)
+            graded = prepared | f"Grade[{family}]" >> grade.with_outputs(COUNTS, main="rows").with_exception_handling()
+            per_family[family] = graded["rows"]
+            counts.append(graded[COUNTS])
+            failures.append(graded["bad"])
         failed = (
             tuple(failures)
             | "FlattenGradeFailures" >> beam.Flatten()

@@ -73,7 +73,10 @@ def _key_drop(drop: Drop) -> tuple[PartitionKey, tuple[Any, ...]]:
 
 
 _CHUNK_ROWS = 64  # rows held unpacked per partition: bounded memory, still ~10x compression
-_SHARD_BYTES = 8 << 20  # packed chunks held per bundle before they are written out
+# Rows held unpacked over all partitions: a long history touches thousands of partitions, and
+# 63 rows waiting in each made a worker's memory grow with the fleet (make bench memory).
+_PENDING_ROWS = 1024
+_SHARD_BYTES = 1 << 20  # packed chunks held per bundle before they are written out
 SHARDS = "_shards"  # under the job's staging folder; no table has this name
 ChunkRef = tuple[str, int, int]  # (staged shard file, offset, length) of one packed chunk
 
@@ -101,6 +104,7 @@ class StageRows(beam.DoFn):
 
     def start_bundle(self) -> None:
         self.pending: dict[PartitionKey, list[dict[str, Any]]] = {}
+        self.pending_rows = 0
         self.chunks: list[tuple[PartitionKey, bytes]] = []
         self.size = 0
 
@@ -108,8 +112,14 @@ class StageRows(beam.DoFn):
         key, row = self.key(row)
         rows = self.pending.setdefault(key, [])
         rows.append(row)
+        self.pending_rows += 1
         if len(rows) >= _CHUNK_ROWS:
+            self.pending_rows -= len(rows)
             yield from self._add(key, self.pending.pop(key))
+        elif self.pending_rows >= _PENDING_ROWS:
+            pending, self.pending, self.pending_rows = self.pending, {}, 0
+            for k, rs in pending.items():
+                yield from self._add(k, rs)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for key, rows in self.pending.items():

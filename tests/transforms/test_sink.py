@@ -8,7 +8,7 @@ import apache_beam as beam
 from apache_beam.testing.util import assert_that, equal_to
 
 from tests.helpers.beam import local_test_pipeline
-from transforms.sink import StageRows, read_chunks
+from transforms.sink import _PENDING_ROWS, StageRows, read_chunks
 
 
 def _rows(n: int, workflow: str = "wf-a", date: str = "2026-05-01") -> list[dict[str, object]]:
@@ -43,3 +43,20 @@ def test_staged_rows_read_back_per_partition(tmp_path: Path) -> None:
             (("runs", "wf-b", "2026-05-01"), list(range(70))),
             (("runs", "wf-b", "2026-05-02"), list(range(3))),
         ]))
+
+
+def test_rows_waiting_over_many_partitions_are_bounded(tmp_path: Path) -> None:
+    """A long history touches thousands of partitions: their part-filled chunks must not all wait."""
+    fn = StageRows("runs", str(tmp_path), shard_bytes=1)
+    fn.start_bundle()
+    days = [f"2026-{1 + d // 28:02d}-{1 + d % 28:02d}" for d in range(_PENDING_ROWS // 2 + 1)]
+    rows = [row for day in days for row in _rows(2, date=day)]  # 2 rows per partition, far below a chunk
+    emitted = []
+    for row in rows:
+        emitted += fn.process(row)
+        assert fn.pending_rows < _PENDING_ROWS
+        assert sum(map(len, fn.pending.values())) == fn.pending_rows
+    emitted += [wv.value for wv in fn.finish_bundle()]
+    assert len({key for key, _ in emitted}) == len(days)
+    got = sorted((r["date"], r["run_id"]) for r in read_chunks(ref for _, ref in emitted))
+    assert got == sorted((r["date"], r["run_id"]) for r in rows)
