@@ -43,6 +43,24 @@ class LazyList(Sequence[Any]):
 
     __slots__ = ()
 
+    def _get(self, index: int) -> Any:
+        """The element at ``index``, which is within range."""
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self._get(i) for i in range(len(self))[index]]
+        n = len(self)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError(f"{type(self).__name__} index out of range")
+        return self._get(index)
+
     def materialize(self) -> list[Any]:
         return list(self)
 
@@ -80,13 +98,7 @@ class JsonLines(LazyList):
     def __len__(self) -> int:
         return len(self._items)
 
-    @overload
-    def __getitem__(self, index: int) -> Any: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Any]: ...
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return [load_item(i) for i in self._items[index]]
+    def _get(self, index: int) -> Any:
         return load_item(self._items[index])
 
     def __iter__(self) -> Iterator[Any]:
@@ -101,32 +113,18 @@ class TokenSteps(LazyList):
 
     __slots__ = ("durations", "inputs", "models", "outputs")
 
-
     def __init__(self, inputs: list[Any], outputs: list[Any], durations: list[Any], models: list[Any]) -> None:
         self.inputs, self.outputs, self.durations, self.models = inputs, outputs, durations, models
 
     def __len__(self) -> int:
         return len(self.inputs)
 
-    def _step(self, i: int) -> dict[str, Any]:
+    def _get(self, i: int) -> dict[str, Any]:
         return {"index": i, "inputTokens": self.inputs[i], "outputTokens": self.outputs[i],
                 "durationMs": self.durations[i], "model": self.models[i]}
 
-    @overload
-    def __getitem__(self, index: int) -> Any: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Any]: ...
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return [self._step(i) for i in range(len(self))[index]]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("step index out of range")
-        return self._step(index)
-
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        return map(self._step, range(len(self)))
+        return map(self._get, range(len(self)))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (TokenSteps, (self.inputs, self.outputs, self.durations, self.models))

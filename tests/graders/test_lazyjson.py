@@ -4,6 +4,7 @@ import pickle
 from unittest.mock import patch
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -62,6 +63,10 @@ def test_lazy_lists_behave_as_lists():
     assert lines == [{"a": 1}, [2], "x"] and [{"a": 1}, [2], "x"] == lines
     assert lines != [{"a": 1}] and lines != "x"
     assert len(lines) == 3 and lines[1] == [2] and lines[-1] == "x" and lines[:2] == [{"a": 1}, [2]]
+    assert lines[::-2] == ["x", {"a": 1}]
+    for bad in (3, -4):
+        with pytest.raises(IndexError):
+            lines[bad]
     again = pickle.loads(pickle.dumps(lines))
     assert again == lines and again.columns == {"a": [1, None, None]}
     steps = TokenSteps([1, 2], [3, 4], [5, 6], ["m", None])
