@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
+from apache_beam import typehints
 from apache_beam.metrics import Metrics
 
 from graders.engine import Executor, grade_trace
@@ -119,7 +120,9 @@ class GradeRuns(beam.PTransform):
         counts = []
         failures = []
         for family in self.plans.families():
-            grade: Any = beam.ParDo(GradeFamily(self.plans, family))
+            # The side output is declared, so Beam does not warn that it has no type hint.
+            grade: Any = beam.ParDo(GradeFamily(self.plans, family)).with_output_types(
+                typehints.Dict[str, typehints.Any], **{COUNTS: typehints.Tuple[typehints.Any, typehints.Dict[str, int]]})
             # Only for distributed runners: a hint gives the step its own environment, which keeps
             # the local runner from fusing it with its siblings (every trace would be encoded).
             if self.resource_hints and family in SANDBOXED_SOURCES:
