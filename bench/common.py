@@ -17,7 +17,9 @@ from typing import Any
 from graders.plan import GradingPlan, default_plan
 from graders.prepare import grade_prepared, prepare_run
 from graders.runfiles import local_run_files
+from graders.trace_rules.config import default_config
 from pipeline.synth import MANIFEST, SizeMix, SynthOptions, synth_fleet, synth_options
+from transforms.trace_verdicts import verdict_row
 
 BENCH_DIR = Path(os.environ.get("FLEETGRADE_BENCH_DIR", ".bench"))
 LARGE_TIERS = frozenset({"large", "near-limit"})
@@ -87,8 +89,12 @@ class LoopResult:
 
 
 def plain_loop(root: Path, plan: GradingPlan | None = None) -> LoopResult:
-    """Preprocessing + every grader + the table rows, per run, in a plain Python loop."""
+    """Preprocessing + every grader + the trace rules + the table rows, per run, in a plain loop.
+
+    The same work as the pipeline's per run (its trace rules included), without Beam and Parquet.
+    """
     plan = plan or default_plan()
+    rules = default_config()
     out = LoopResult(0.0)
     started = time.perf_counter()
     for entry in manifest(root):
@@ -100,6 +106,7 @@ def plain_loop(root: Path, plan: GradingPlan | None = None) -> LoopResult:
             prep = prepare_run(files, entry["folder"])
             t1 = time.perf_counter()
             grade_prepared(prep, plan)
+            verdict_row(prep, rules)
         except Exception:  # a dead letter in the pipeline
             graded = False
         t2 = time.perf_counter()

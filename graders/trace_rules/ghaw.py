@@ -54,7 +54,7 @@ def run_from_ghaw_trace(trace: dict[str, Any], task: str, run_id: str) -> Run:
                 step=i,
                 tool=name if isinstance(name, str) else str(name),
                 args=args if isinstance(args, dict) else {},
-                observation=_error_text(c),
+                observation=_error_text(c) if "error" in c else "",  # most calls carry none
                 ok=not is_tool_failure(call),
             )
         )
