@@ -193,6 +193,8 @@ def _total(start: float, values: list[Any]) -> float:
 
 @dataclass
 class TokenUsage:
+    """The token-usage file's share of the trace: its records, steps and totals."""
+
     entries: JsonLines
     steps: TokenSteps
     total_in: float = 0
@@ -229,6 +231,8 @@ def read_token_usage(files: RunFiles, rel: str | None, report: PreprocessReport)
 
 @dataclass
 class GatewayLog:
+    """The gateway log's share of the trace: its records, tool calls and record subsets."""
+
     entries: JsonLines = field(default_factory=JsonLines)
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     requests: JsonLines = field(default_factory=JsonLines)
