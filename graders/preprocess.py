@@ -256,11 +256,10 @@ def read_gateway(files: RunFiles, rel: str | None, report: PreprocessReport) -> 
             event = get("event")
             method = get("method")
             payload = get("payload")
-            # is_gateway_tool_call, inlined (same tests, same order).
-            if (etype == "tool_call" or method == "tools/call" or event == "tool_call"
-                    or isinstance(get("tool_name"), str)
-                    or (isinstance(payload, dict) and isinstance(payload.get("tool_name"), str))):
-                calls.append(gateway_tool_call(e))
+            # is_gateway_tool_call, inlined (same tests, same order); the call is built last.
+            is_call = (etype == "tool_call" or method == "tools/call" or event == "tool_call"
+                       or isinstance(get("tool_name"), str)
+                       or (isinstance(payload, dict) and isinstance(payload.get("tool_name"), str)))
             # js_truthy(method), inlined: JSON values hold no NaN and no undefined.
             if etype == "request" or etype == "response" or (method is not None and method != "" and method != 0):
                 requests.append(item)
@@ -272,6 +271,10 @@ def read_gateway(files: RunFiles, rel: str | None, report: PreprocessReport) -> 
                 retries.append(item)
             if "error" in (get("level"), etype, event):
                 errors.append(item)
+            if is_call:
+                # A record kept as its line is referenced nowhere else: it becomes the call
+                # in place; a value kept as such (slow-path line) is copied.
+                calls.append(gateway_tool_call(e, in_place=type(item) is bytes))
     return log
 
 

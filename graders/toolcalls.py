@@ -30,11 +30,12 @@ def is_gateway_tool_call(entry: Any) -> bool:
     )
 
 
-def gateway_tool_call(entry: dict[str, Any]) -> dict[str, Any]:
+def gateway_tool_call(entry: dict[str, Any], in_place: bool = False) -> dict[str, Any]:
     """The record plus normalized ``name``, ``tool``, ``arguments``, ``mcpServerName``.
 
     ``{...entry, name, tool, arguments}`` where an ``undefined`` value drops the key, as
-    JSON serialization does (the spread keeps the record's key order).
+    JSON serialization does (the spread keeps the record's key order). ``in_place`` updates
+    ``entry`` itself instead of a copy (for a record nothing else references).
     """
     get = entry.get
     payload = get("payload")
@@ -65,7 +66,7 @@ def gateway_tool_call(entry: dict[str, Any]) -> dict[str, Any]:
     if server is None or server is UNDEFINED:
         server = get("server_id", UNDEFINED)
     own_tool = get("tool", UNDEFINED)
-    call = dict(entry)
+    call = entry if in_place else dict(entry)
     for key, value in (
         ("name", _js_or(get("name", UNDEFINED), own_tool, tool_name)),
         ("tool", _js_or(own_tool, tool_name)),
@@ -93,13 +94,26 @@ def _native_arguments(data: dict[str, Any]) -> Any:
     return UNDEFINED
 
 
+def _add_identity(call: dict[str, Any], tool_call_id: str, server: str, mcp_tool: Any, timestamp: Any) -> None:
+    """The optional identity keys of a native call, in the reference's key order."""
+    if tool_call_id:
+        call["toolCallId"] = tool_call_id
+    if server:
+        call["mcpServerName"] = server
+    if isinstance(mcp_tool, str) and mcp_tool:
+        call["mcpToolName"] = mcp_tool
+    if isinstance(timestamp, str):
+        call["timestamp"] = timestamp
+
+
 def native_tool_calls(entries: Iterable[Any]) -> list[dict[str, Any]]:
     """Copilot ``events.jsonl`` starts/completions joined by toolCallId, then FIFO by name."""
     calls: list[dict[str, Any]] = []
     by_call_id: dict[str, dict[str, Any]] = {}
     pending_by_name: dict[str, list[dict[str, Any]]] = {}
 
-    # Helpers are inlined in this loop (same tests, same order): it runs once per event.
+    # Field reads are inlined in this loop (same tests, same order): it runs once per event;
+    # identity keys are built only for the calls that need them.
     for entry in entries:
         if not isinstance(entry, dict):
             continue
@@ -122,18 +136,6 @@ def native_tool_calls(entries: Iterable[Any]) -> list[dict[str, Any]]:
             name = ""
         mcp_tool = dget("mcpToolName")
 
-        timestamp = entry.get("timestamp")
-        # The optional identity keys, in the reference's key order.
-        ident: dict[str, Any] = {}
-        if tool_call_id:
-            ident["toolCallId"] = tool_call_id
-        if server:
-            ident["mcpServerName"] = server
-        if isinstance(mcp_tool, str) and mcp_tool:
-            ident["mcpToolName"] = mcp_tool
-        if isinstance(timestamp, str):
-            ident["timestamp"] = timestamp
-
         if etype == "tool.execution_start":
             if not name:
                 continue
@@ -141,7 +143,7 @@ def native_tool_calls(entries: Iterable[Any]) -> list[dict[str, Any]]:
             args = _native_arguments(data)
             if args is not UNDEFINED:
                 call["arguments"] = args
-            call.update(ident)
+            _add_identity(call, tool_call_id, server, mcp_tool, entry.get("timestamp"))
             calls.append(call)
             if tool_call_id:
                 by_call_id[tool_call_id] = call
@@ -169,7 +171,7 @@ def native_tool_calls(entries: Iterable[Any]) -> list[dict[str, Any]]:
             if not name:
                 continue
             match = {"source": "agent", "name": name, "tool": name}
-            match.update(ident)
+            _add_identity(match, tool_call_id, server, mcp_tool, entry.get("timestamp"))
             calls.append(match)
         if tool_call_id:
             match["toolCallId"] = tool_call_id

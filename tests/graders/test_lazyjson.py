@@ -114,3 +114,40 @@ def test_token_columns_match_the_record_by_record_reference(lines, copies):
     ctx = GraderContext(config=None, grader_count=1)
     plain = dict(trace, tokenUsageEntries=entries)
     assert working_set_rebuild_factor(trace, ctx) == working_set_rebuild_factor(plain, ctx)
+
+
+gateway_records = st.builds(orjson.dumps, st.fixed_dictionaries({}, optional={
+    "type": st.sampled_from(["tool_call", "request", "response", "log", "error"]),
+    "event": st.sampled_from(["tool_call", "retry", "error"]),
+    "method": st.sampled_from(["tools/call", "", "ping", None]),
+    "tool_name": st.sampled_from(["search", 3]),
+    "name": st.sampled_from(["", "n"]),
+    "tool": st.sampled_from(["t", None]),
+    "arguments": st.sampled_from([{"q": 1}, None, []]),
+    "payload": st.sampled_from([{"tool_name": "p", "arguments": {"a": 1}}, {"params": {"name": "rpc", "arguments": {}}}, 7]),
+    "message": st.sampled_from(["Retrying now", "ok", "ſ retry"]),
+    "retry": st.booleans(),
+    "level": st.sampled_from(["error", "info"]),
+    "server_id": st.sampled_from(["github", ""]),
+}))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(gateway_records | special_lines, max_size=30))
+def test_gateway_calls_and_subsets_match_the_record_by_record_reference(lines):
+    from graders.preprocess import GATEWAY_PATHS
+    from graders.toolcalls import gateway_tool_call, is_gateway_tool_call
+
+    data = b"\n".join(lines)
+    with patch("graders.runfiles.READ_BLOCK", 61):
+        trace = preprocess(memory_run_files({GATEWAY_PATHS[0]: data}))
+    entries = list(iter_jsonl(data.split(b"\n")))
+    records = [e for e in entries if isinstance(e, dict)]
+    assert trace["mcpGatewayEntries"] == entries  # building calls in place changed no record
+    assert trace["toolCalls"] == [gateway_tool_call(e) for e in records if is_gateway_tool_call(e)]
+    assert trace["gatewayRequests"] == [e for e in records if e.get("type") in ("request", "response")
+                                        or js_truthy(e.get("method"))]
+    assert trace["errorEvents"] == [e for e in records if "error" in (e.get("level"), e.get("type"), e.get("event"))]
+    assert len(trace["retryEvents"]) == sum(
+        1 for e in records if e.get("retry") is True or e.get("event") == "retry"
+        or (isinstance(e.get("message"), str) and "retry" in e["message"].lower()))
