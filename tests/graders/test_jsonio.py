@@ -61,3 +61,16 @@ def test_jsonl_round_trips_values(value):
 
     line = orjson.dumps(value)
     assert list(iter_jsonl([line])) == ([] if value is None else [value])
+
+
+@settings(max_examples=500)
+@given(st.lists(st.sampled_from([b"0", b"9", b"12345678", b"1234567890123456", b"a", b"/", b":", b"\xff", b"\n", b" "]),
+                max_size=60))
+def test_long_digit_run_detection_matches_the_regex(parts):
+    import re
+
+    from graders.jsonio import has_long_digit_run
+
+    data = b"".join(parts)
+    for start in range(min(8, len(data) + 1)):  # every alignment of the 8-byte words
+        assert has_long_digit_run(data[start:]) == (re.search(rb"[0-9]{16}", data[start:]) is not None)
