@@ -61,7 +61,7 @@ def parse_json(data: bytes | str) -> Any:
         pass
     else:
         raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
-        return _js_numbers(value) if _LONG_DIGITS.search(raw) else value
+        return _js_numbers(value) if has_long_digit_run(raw) else value
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     try:
         value = json.loads(text, parse_constant=_reject_constant)
