@@ -123,8 +123,7 @@ def _slow_line(raw: bytes, stats: JsonlStats, lineno: int) -> Any:
 
 
 _SKIP: Final = object()
-# bytes.translate + find is ~10x faster than a regex scan: one pass per batch says whether
-# any line of it can hold a 16-digit run at all (almost never, in real logs).
+# The exact scan for a 16-digit run: bytes.translate + find, ~10x faster than a regex.
 _DIGIT_MAP: Final = bytes(0x30 if 0x30 <= i <= 0x39 else 0x2E for i in range(256))
 _DIGIT_RUN: Final = b"0" * 16
 # 8 bytes at a time (SWAR): x = word ^ "00000000" has every byte <= 9 exactly when the word is

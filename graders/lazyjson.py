@@ -85,27 +85,23 @@ class JsonLines(LazyList):
     A column is the raw ``record.get(field)`` of every record (None for non-records), in order.
     """
 
-    __slots__ = ("_items", "columns")
+    __slots__ = ("columns", "items")
 
     def __init__(self, items: list[Item] | None = None, columns: dict[str, list[Any]] | None = None) -> None:
-        self._items: list[Item] = items if items is not None else []
+        self.items: list[Item] = items if items is not None else []
         self.columns: dict[str, list[Any]] = columns if columns is not None else {}
 
-    @property
-    def items(self) -> list[Item]:
-        return self._items
-
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self.items)
 
     def _get(self, index: int) -> Any:
-        return load_item(self._items[index])
+        return load_item(self.items[index])
 
     def __iter__(self) -> Iterator[Any]:
-        return map(load_item, self._items)
+        return map(load_item, self.items)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (JsonLines, (self._items, self.columns))
+        return (JsonLines, (self.items, self.columns))
 
 
 class TokenSteps(LazyList):

@@ -67,7 +67,7 @@ COUNTS = "counts"  # GradeFamily's side output: (run key, status counts) per gra
 
 def _sum_counts(counts: Iterable[dict[str, int]]) -> dict[str, int]:
     """One run's status counts over its families (all zero when no family graded it)."""
-    total = dict.fromkeys(("graders", "passed", "failed", "errors", "unavailable"), 0)
+    total = status_counts([])
     for c in counts:
         for k in total:
             total[k] += c[k]

@@ -117,16 +117,16 @@ class StageRows(beam.DoFn):
             self.pending_rows -= len(rows)
             yield from self._add(key, self.pending.pop(key))
         elif self.pending_rows >= _PENDING_ROWS:
-            pending, self.pending, self.pending_rows = self.pending, {}, 0
-            for k, rs in pending.items():
-                yield from self._add(k, rs)
+            yield from self._pack_pending()
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
-        for key, rows in self.pending.items():
-            self.chunks.append((key, _pack(rows)))
-        self.pending = {}
-        for ref in self._write():
+        for ref in [*self._pack_pending(), *self._write()]:
             yield GlobalWindows.windowed_value(ref)
+
+    def _pack_pending(self) -> Iterator[tuple[PartitionKey, ChunkRef]]:
+        pending, self.pending, self.pending_rows = self.pending, {}, 0
+        for key, rows in pending.items():
+            yield from self._add(key, rows)
 
     def _add(self, key: PartitionKey, rows: list[dict[str, Any]]) -> Iterator[tuple[PartitionKey, ChunkRef]]:
         data = _pack(rows)
