@@ -21,6 +21,7 @@ import orjson
 
 from graders.jscompat import js_trim, utf16_len
 from graders.lazyjson import Item, Parsed
+from graders.records import R, decoder, view
 
 MAX_FILE_SIZE: Final = 50 * 1024 * 1024
 MAX_LINE_LENGTH: Final = 1024 * 1024
@@ -174,6 +175,32 @@ def parse_jsonl_items(lines: list[bytes], stats: JsonlStats, first_lineno: int =
                 stats.blank += len(lines) - len(kept)
                 return cast(list[Item], kept), values
     return _parse_lines(lines, stats, first_lineno, long_digits)
+
+
+def parse_jsonl_records(lines: list[bytes], stats: JsonlStats, record_type: type[R],
+                        first_lineno: int = 1) -> tuple[list[Item], list[R | None]]:
+    """:func:`parse_jsonl_items`, with each kept record seen as a ``record_type`` struct.
+
+    The fast path decodes only the struct's fields (``records``), in C, and keeps the lines.
+    It holds when the batch passes :func:`parse_jsonl_items`'s tests for its own batch path
+    that do not need a parse (no over-long line, no 16-digit run) and msgspec decodes every
+    line into the struct; msgspec then accepts a line only where orjson does or where the
+    reference path keeps the line anyway (a float beyond range or bad UTF-8 in a field not
+    read; ``load_item`` parses such a line as the reference does), and it rejects literal
+    nulls and non-records. Any other batch takes the reference path and views its values.
+    """
+    kept: list[bytes] = list(filter(None, map(bytes.strip, lines)))
+    if kept and max(map(len, kept)) <= MAX_LINE_LENGTH and not has_long_digit_run(b"\n".join(kept)):
+        try:
+            records = list(map(decoder(record_type).decode, kept))
+        except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError are ValueErrors
+            pass
+        else:
+            stats.lines += len(lines)
+            stats.blank += len(lines) - len(kept)
+            return cast(list[Item], kept), cast(list[R | None], records)
+    items, values = parse_jsonl_items(lines, stats, first_lineno)
+    return items, [view(record_type, v) for v in values]
 
 
 def _parse_lines(lines: list[bytes], stats: JsonlStats, first_lineno: int,

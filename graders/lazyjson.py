@@ -34,8 +34,21 @@ Item = bytes | Parsed
 
 
 def load_item(item: Item) -> Any:
-    # A bytes item is a stripped line orjson accepted with exactly JSON.parse's value.
-    return orjson.loads(item) if type(item) is bytes else item.value  # type: ignore[union-attr]
+    """The record of a kept line: ``JSON.parse``'s value of it.
+
+    A bytes item is a stripped line without 16-digit runs that orjson accepted (then its
+    value is exactly ``JSON.parse``'s), or that the reference path would also have kept while
+    orjson refuses it (a float beyond range, bad UTF-8 in a field preprocessing does not
+    read; ``jsonio.parse_jsonl_records``): that one is parsed as the reference parses it.
+    """
+    if type(item) is not bytes:
+        return item.value  # type: ignore[union-attr]
+    try:
+        return orjson.loads(item)
+    except orjson.JSONDecodeError:
+        from graders.jsonio import parse_json  # jsonio imports this module
+
+        return parse_json(item)
 
 
 class LazyList(Sequence[Any]):

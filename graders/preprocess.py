@@ -9,12 +9,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import repeat
+from operator import attrgetter
 from typing import Any, Final
 
 from graders.jscompat import js_number_or_zero, js_truthy
-from graders.jsonio import MAX_FILE_SIZE, JsonlStats, parse_json_document, parse_jsonl_items
-from graders.lazyjson import Item, JsonLines, TokenSteps
+from graders.jsonio import (
+    MAX_FILE_SIZE,
+    JsonlStats,
+    parse_json_document,
+    parse_jsonl_items,
+    parse_jsonl_records,
+)
+from graders.lazyjson import Item, JsonLines, TokenSteps, load_item
+from graders.records import EventRecord, GatewayRecord, R, TokenRecord
 from graders.runfiles import RunFiles
 from graders.toolcalls import gateway_tool_call, merge_tool_calls, native_tool_calls
 
@@ -83,6 +90,17 @@ def _jsonl_batches(files: RunFiles, rel: str | None, report: PreprocessReport) -
     report.skipped_lines(rel, stats)
 
 
+def _record_batches(files: RunFiles, rel: str | None, report: PreprocessReport,
+                    record_type: type[R]) -> Iterator[tuple[list[Item], list[R | None]]]:
+    """A JSONL file's kept records as (lazy items, ``record_type`` views), one pair per block."""
+    if rel is None:
+        return
+    stats = JsonlStats()
+    for batch in files.iter_line_batches(rel):
+        yield parse_jsonl_records(batch, stats, record_type, stats.lines + 1)
+    report.skipped_lines(rel, stats)
+
+
 def _read_jsonl(files: RunFiles, rel: str | None, report: PreprocessReport) -> list[Any]:
     entries: list[Any] = []
     for _, values in _jsonl_batches(files, rel, report):
@@ -90,9 +108,10 @@ def _read_jsonl(files: RunFiles, rel: str | None, report: PreprocessReport) -> l
     return entries
 
 
-def _iter_jsonl(files: RunFiles, rel: str | None, report: PreprocessReport) -> Iterator[Any]:
-    for _, values in _jsonl_batches(files, rel, report):
-        yield from values
+def _iter_records(files: RunFiles, rel: str | None, report: PreprocessReport,
+                  record_type: type[R]) -> Iterator[R | None]:
+    for _, records in _record_batches(files, rel, report, record_type):
+        yield from records
 
 
 def _read_json(files: RunFiles, rel: str | None, report: PreprocessReport) -> Any:
@@ -173,12 +192,12 @@ def _models(raw: list[Any]) -> list[Any]:
     return [(m or None) if type(m) is str else (m if js_truthy(m) else None) for m in raw]
 
 
-def _column(values: list[Any], key: str) -> list[Any]:
-    """``record.get(key)`` of each value (None for non-records), in C when all are records."""
+def _column(records: list[Any], name: str) -> list[Any]:
+    """``record.get(name)`` of each record view (None for non-records), in C when all are records."""
     try:
-        return list(map(dict.get, values, repeat(key)))
-    except TypeError:
-        return [v.get(key) if type(v) is dict else None for v in values]
+        return list(map(attrgetter(name), records))
+    except AttributeError:
+        return [None if r is None else getattr(r, name) for r in records]
 
 
 def _total(start: float, values: list[Any]) -> float:
@@ -212,7 +231,7 @@ def read_token_usage(files: RunFiles, rel: str | None, report: PreprocessReport)
     raw_inputs: list[Any] = []
     steps = TokenSteps([], [], [], [])
     usage = TokenUsage(JsonLines(items, {"input_tokens": raw_inputs}), steps)
-    for kept, values in _jsonl_batches(files, rel, report):
+    for kept, values in _record_batches(files, rel, report, TokenRecord):
         items.extend(kept)
         raw_in = _column(values, "input_tokens")
         raw_inputs.extend(raw_in)
@@ -245,36 +264,36 @@ def read_gateway(files: RunFiles, rel: str | None, report: PreprocessReport) -> 
     log = GatewayLog()
     calls = log.tool_calls
     requests, retries, errors = log.requests.items, log.retries.items, log.errors.items
-    for kept, values in _jsonl_batches(files, rel, report):
+    for kept, records in _record_batches(files, rel, report, GatewayRecord):
         log.entries.items.extend(kept)
-        # One type check and direct dict reads per record: this loop runs once per log line.
-        for item, e in zip(kept, values, strict=True):
-            if type(e) is not dict:  # non-records match none of the filters
+        # Direct field reads per record: this loop runs once per log line.
+        for item, r in zip(kept, records, strict=True):
+            if r is None:  # non-records match none of the filters
                 continue
-            get = e.get
-            etype = get("type")
-            event = get("event")
-            method = get("method")
-            payload = get("payload")
+            etype = r.type
+            event = r.event
+            method = r.method
+            payload = r.payload
             # is_gateway_tool_call, inlined (same tests, same order); the call is built last.
             is_call = (etype == "tool_call" or method == "tools/call" or event == "tool_call"
-                       or isinstance(get("tool_name"), str)
-                       or (isinstance(payload, dict) and isinstance(payload.get("tool_name"), str)))
+                       or isinstance(r.tool_name, str)
+                       or (payload is not None and isinstance(payload.tool_name, str)))
             # js_truthy(method), inlined: JSON values hold no NaN and no undefined.
             if etype == "request" or etype == "response" or (method is not None and method != "" and method != 0):
                 requests.append(item)
-            message = get("message")
+            message = r.message
             # /retry|retrying/i: for ASCII text a lower-cased substring test is exactly the
             # regex, several times faster; other text keeps the regex's Unicode case folding.
-            if get("retry") is True or event == "retry" or (type(message) is str and (
+            if r.retry is True or event == "retry" or (type(message) is str and (
                     "retry" in message.lower() if message.isascii() else _RETRY.search(message) is not None)):
                 retries.append(item)
-            if "error" in (get("level"), etype, event):
+            if "error" in (r.level, etype, event):
                 errors.append(item)
             if is_call:
-                # A record kept as its line is referenced nowhere else: it becomes the call
-                # in place; a value kept as such (slow-path line) is copied.
-                calls.append(gateway_tool_call(e, in_place=type(item) is bytes))
+                # The call is the whole record (a minority of lines): a line is parsed again,
+                # into a dict nothing else references, and becomes the call in place; a value
+                # kept as such (reference-path line) is copied.
+                calls.append(gateway_tool_call(load_item(item), in_place=type(item) is bytes))
     return log
 
 
@@ -302,7 +321,7 @@ def preprocess(files: RunFiles, report: PreprocessReport | None = None) -> dict[
     for rel in events_files(files):
         if _readable(files, rel, report):
             # Streamed: events are parsed block by block and only the tool calls are kept.
-            native.extend(native_tool_calls(_iter_jsonl(files, rel, report)))
+            native.extend(native_tool_calls(_iter_records(files, rel, report, EventRecord)))
     tool_calls = merge_tool_calls(native, gateway.tool_calls)
 
     ao = agent_output if isinstance(agent_output, (dict, list)) else None

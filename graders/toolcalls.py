@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import Any
 
 from graders.jscompat import UNDEFINED, is_record, js_trim, js_truthy, stable_stringify
+from graders.records import EventData, EventRecord
 
 
 def _js_or(*values: Any) -> Any:
@@ -81,14 +83,18 @@ def gateway_tool_call(entry: dict[str, Any], in_place: bool = False) -> dict[str
     return call
 
 
-def _native_arguments(data: dict[str, Any]) -> Any:
-    for key in ("input", "arguments", "parameters", "args", "toolInput"):
-        candidate = data.get(key)
+_EMPTY_DATA = EventData()
+_ARGUMENT_FIELDS = tuple(attrgetter(k) for k in ("input", "arguments", "parameters", "args", "toolInput"))
+
+
+def _native_arguments(data: EventData) -> Any:
+    for field in _ARGUMENT_FIELDS:
+        candidate = field(data)
         if isinstance(candidate, (dict, list)):
             return candidate
         if isinstance(candidate, str) and js_trim(candidate):
             return candidate
-    command = data.get("command")
+    command = data.command
     if isinstance(command, str) and command != "":
         return {"command": command}
     return UNDEFINED
@@ -106,8 +112,11 @@ def _add_identity(call: dict[str, Any], tool_call_id: str, server: str, mcp_tool
         call["timestamp"] = timestamp
 
 
-def native_tool_calls(entries: Iterable[Any]) -> list[dict[str, Any]]:
-    """Copilot ``events.jsonl`` starts/completions joined by toolCallId, then FIFO by name."""
+def native_tool_calls(entries: Iterable[EventRecord | None]) -> list[dict[str, Any]]:
+    """Copilot ``events.jsonl`` starts/completions joined by toolCallId, then FIFO by name.
+
+    ``entries`` are the event lines' record views (``records.view`` of a parsed event).
+    """
     calls: list[dict[str, Any]] = []
     by_call_id: dict[str, dict[str, Any]] = {}
     pending_by_name: dict[str, list[dict[str, Any]]] = {}
@@ -115,26 +124,25 @@ def native_tool_calls(entries: Iterable[Any]) -> list[dict[str, Any]]:
     # Field reads are inlined in this loop (same tests, same order): it runs once per event;
     # identity keys are built only for the calls that need them.
     for entry in entries:
-        if not isinstance(entry, dict):
+        if entry is None:
             continue
-        etype = entry.get("type")
+        etype = entry.type
         # Only starts and completions matter; other events (messages, …) are most of the log.
         if etype != "tool.execution_start" and etype != "tool.execution_complete":
             continue
-        data = entry.get("data")
-        if not isinstance(data, dict):
-            data = {}
-        dget = data.get
-        tool_call_id = dget("toolCallId")
+        data = entry.data
+        if data is None:
+            data = _EMPTY_DATA
+        tool_call_id = data.toolCallId
         if not isinstance(tool_call_id, str):
             tool_call_id = ""
-        server = dget("mcpServerName")
+        server = data.mcpServerName
         if not isinstance(server, str):
             server = ""
-        name = dget("toolName")
+        name = data.toolName
         if not isinstance(name, str):
             name = ""
-        mcp_tool = dget("mcpToolName")
+        mcp_tool = data.mcpToolName
 
         if etype == "tool.execution_start":
             if not name:
@@ -143,17 +151,14 @@ def native_tool_calls(entries: Iterable[Any]) -> list[dict[str, Any]]:
             args = _native_arguments(data)
             if args is not UNDEFINED:
                 call["arguments"] = args
-            _add_identity(call, tool_call_id, server, mcp_tool, entry.get("timestamp"))
+            _add_identity(call, tool_call_id, server, mcp_tool, entry.timestamp)
             calls.append(call)
             if tool_call_id:
                 by_call_id[tool_call_id] = call
             pending_by_name.setdefault(name, []).append(call)
             continue
 
-        if etype != "tool.execution_complete":
-            continue
-
-        success = data.get("success") is True
+        success = data.success is True
         match = by_call_id.get(tool_call_id) if tool_call_id else None
         if match is None:
             queue = pending_by_name.get(name) if name else None
@@ -171,7 +176,7 @@ def native_tool_calls(entries: Iterable[Any]) -> list[dict[str, Any]]:
             if not name:
                 continue
             match = {"source": "agent", "name": name, "tool": name}
-            _add_identity(match, tool_call_id, server, mcp_tool, entry.get("timestamp"))
+            _add_identity(match, tool_call_id, server, mcp_tool, entry.timestamp)
             calls.append(match)
         if tool_call_id:
             match["toolCallId"] = tool_call_id
@@ -179,8 +184,8 @@ def native_tool_calls(entries: Iterable[Any]) -> list[dict[str, Any]]:
         match["completed"] = True
         match["success"] = success
         match["status"] = "success" if success else "error"
-        if not success and is_record(data.get("error")):
-            match["error"] = data["error"]
+        if not success and is_record(data.error):
+            match["error"] = data.error
     return calls
 
 

@@ -1,0 +1,104 @@
+"""Typed views of the JSONL records preprocessing reads: only the fields it uses, decoded in C.
+
+A large run holds tens of thousands of token-usage, gateway and event lines, and building a
+full Python dict for each cost more than everything preprocessing does with it (make bench).
+The built-in graders read a few fields per record, so each line is decoded by msgspec into
+a struct of those fields (the others are validated and skipped, not built); the line itself
+is kept (``lazyjson``) for the rare reader of the whole record. A field absent from the line
+reads as None, as ``record.get(field)`` does.
+
+Decoding fails (and the batch takes the reference path, whose values are then viewed through
+:func:`view`) whenever a line is not a record, a nested field read as a record is something
+else, or a read value would differ from ``JSON.parse`` (see ``jsonio.parse_jsonl_records``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+
+
+class TokenRecord(msgspec.Struct, gc=False):
+    """A token-usage line (``api-proxy-logs/token-usage.jsonl``)."""
+
+    input_tokens: Any = None
+    output_tokens: Any = None
+    duration_ms: Any = None
+    model: Any = None
+
+
+class GatewayPayload(msgspec.Struct, gc=False):
+    tool_name: Any = None
+
+
+class GatewayRecord(msgspec.Struct, gc=False):
+    """An MCP gateway line: the fields of the tool-call, request, retry and error filters."""
+
+    type: Any = None
+    event: Any = None
+    method: Any = None
+    tool_name: Any = None
+    payload: GatewayPayload | None = None  # None also when the payload is not a record
+    message: Any = None
+    retry: Any = None
+    level: Any = None
+
+
+class EventData(msgspec.Struct, gc=False):
+    """The ``data`` of a Copilot session event: what a native tool call is built from."""
+
+    toolCallId: Any = None
+    toolName: Any = None
+    mcpServerName: Any = None
+    mcpToolName: Any = None
+    input: Any = None
+    arguments: Any = None
+    parameters: Any = None
+    args: Any = None
+    toolInput: Any = None
+    command: Any = None
+    success: Any = None
+    error: Any = None
+
+
+class EventRecord(msgspec.Struct, gc=False):
+    """A line of ``copilot-session-state/…/events.jsonl``."""
+
+    type: Any = None
+    data: EventData | None = None  # None also when data is not a record
+    timestamp: Any = None
+
+
+R = TypeVar("R", bound=msgspec.Struct)
+_NESTED: dict[type[msgspec.Struct], dict[str, type[msgspec.Struct]]] = {
+    GatewayRecord: {"payload": GatewayPayload},
+    EventRecord: {"data": EventData},
+}
+
+
+def view(record_type: type[R], value: Any) -> R | None:
+    """The struct of an already parsed value; None for a value that is not a record."""
+    if type(value) is not dict:
+        return None
+    get = value.get
+    nested = _NESTED.get(record_type, {})
+    fields: dict[str, Any] = {}
+    for name in record_type.__struct_fields__:
+        v = get(name)
+        inner = nested.get(name)
+        if inner is not None:
+            v = view(inner, v)
+        fields[name] = v
+    return record_type(**fields)
+
+
+_DECODERS: dict[type[msgspec.Struct], msgspec.json.Decoder[Any]] = {}
+
+
+def decoder(record_type: type[R]) -> msgspec.json.Decoder[R]:
+    """One decoder per record type (building one costs more than decoding a line)."""
+    dec = _DECODERS.get(record_type)
+    if dec is None:
+        dec = _DECODERS[record_type] = msgspec.json.Decoder(record_type)
+    return dec
