@@ -7,7 +7,7 @@ because graders (including user JavaScript) and ``grader_payload.json`` consume 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Final
@@ -80,25 +80,23 @@ def _first_available(files: RunFiles, paths: tuple[str, ...], report: Preprocess
     return None
 
 
-def _jsonl_batches(files: RunFiles, rel: str | None, report: PreprocessReport) -> Iterator[tuple[list[Item], list[Any]]]:
+Batch = tuple[list[Item], list[Any]]
+
+
+def _jsonl_batches(files: RunFiles, rel: str | None, report: PreprocessReport,
+                   parse: Callable[[list[bytes], JsonlStats, int], Batch] = parse_jsonl_items) -> Iterator[Batch]:
     """A JSONL file's kept records, one (lazy items, values) pair per read block."""
     if rel is None:
         return
     stats = JsonlStats()
     for batch in files.iter_line_batches(rel):
-        yield parse_jsonl_items(batch, stats, stats.lines + 1)
+        yield parse(batch, stats, stats.lines + 1)
     report.skipped_lines(rel, stats)
 
 
-def _record_batches(files: RunFiles, rel: str | None, report: PreprocessReport,
-                    record_type: type[R]) -> Iterator[tuple[list[Item], list[R | None]]]:
-    """A JSONL file's kept records as (lazy items, ``record_type`` views), one pair per block."""
-    if rel is None:
-        return
-    stats = JsonlStats()
-    for batch in files.iter_line_batches(rel):
-        yield parse_jsonl_records(batch, stats, record_type, stats.lines + 1)
-    report.skipped_lines(rel, stats)
+def _record_batches(files: RunFiles, rel: str | None, report: PreprocessReport, record_type: type[R]) -> Iterator[Batch]:
+    """The same pairs, the values seen as ``record_type`` structs (None for non-records)."""
+    return _jsonl_batches(files, rel, report, lambda b, stats, n: parse_jsonl_records(b, stats, record_type, n))
 
 
 def _read_jsonl(files: RunFiles, rel: str | None, report: PreprocessReport) -> list[Any]:
