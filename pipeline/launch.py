@@ -11,6 +11,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.runner import PipelineResult
 
 from pipeline.options import local_runner, pipeline_options
+from transforms.heap import bound_heap_growth
 
 
 def configure_logging(level: str) -> None:
@@ -23,6 +24,8 @@ def run_pipeline(args: argparse.Namespace, build: Callable[[beam.Pipeline], obje
     """Build with ``build(p)`` on the chosen runner (never Prism locally) and wait for the end."""
     options = pipeline_options(args, args.extra)
     runner = local_runner(args.runner)
+    if runner is not None:  # the local runner holds the job's buffers in this process
+        bound_heap_growth()
     p = beam.Pipeline(runner=runner, options=options) if runner is not None else beam.Pipeline(options=options)
     build(p)
     result = p.run()

@@ -17,6 +17,7 @@ from graders.rows import dead_letter_row
 from graders.state import listing_digest
 from transforms.beamfiles import beam_run_files, join
 from transforms.discover import RunListing
+from transforms.heap import bound_heap_growth
 
 DEAD = "dead_letter"
 DEAD_STATE = "dead_state"  # (dead-letter row, listing digest, previous state) for the state table
@@ -62,6 +63,7 @@ class PrepareRun(beam.DoFn):
         self.bytes = Metrics.counter("fleetgrade", "bytes_read")
 
     def setup(self) -> None:
+        bound_heap_growth()  # a worker: its heap must not grow with the runs it has read
         self._count = 0
         self._started = time.monotonic()
         self._last_log = self._started

@@ -1,0 +1,26 @@
+"""The worker heap bound: glibc's thresholds are fixed once; other C libraries are left alone."""
+
+import platform
+from unittest.mock import patch
+
+import pytest
+
+from transforms import heap
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_thresholds_are_fixed_on_glibc_and_once():
+    assert heap.bound_heap_growth() is True
+    with patch.object(heap.ctypes, "CDLL", side_effect=AssertionError("called again")):
+        assert heap.bound_heap_growth() is True
+
+
+def test_a_c_library_without_mallopt_is_left_alone():
+    with patch.object(heap, "_bounded", False), patch.object(heap.ctypes, "CDLL", side_effect=OSError("no libc")):
+        assert heap.bound_heap_growth() is False
+
+    class NoMallopt:
+        pass
+
+    with patch.object(heap, "_bounded", False), patch.object(heap.ctypes, "CDLL", return_value=NoMallopt()):
+        assert heap.bound_heap_growth() is False
