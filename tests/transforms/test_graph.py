@@ -66,3 +66,47 @@ def test_prepare_and_grade(tmp_path):
         assert_that(dead, equal_to([(["wf-b", "run-12"], "MetadataError", True)]), label="dead")
         assert_that(graded["dead_letter"], equal_to([]), label="no grade failures")
         assert_that(results, is_not_empty(), label="results")
+
+
+def _reference_listings(base: Path) -> dict[str, list[str]]:
+    from graders.layout import run_root_of
+
+    out: dict[str, list[str]] = {}
+    for p in sorted(base.rglob("*")):
+        if p.is_file():
+            rel = p.relative_to(base).as_posix()
+            root = run_root_of(rel)
+            if root is not None:
+                out.setdefault(root, []).append(rel[len(root) + 1:])
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def test_streamed_discovery_emits_each_run_once_and_whole_nested_roots_included(tmp_path):
+    from transforms.discover import _ListRuns
+
+    make_fleet(tmp_path)
+    nested = tmp_path / "wf-c" / "x"
+    (nested / "run-5" / "mcp-logs").mkdir(parents=True)
+    (nested / "aw_info.json").write_text("{}")  # root wf-c/x (artifact name) ...
+    (nested / "run-5" / "mcp-logs" / "gateway.jsonl").write_text("")  # ... holding root wf-c/x/run-5
+    (nested / "zz").mkdir()
+    (nested / "zz" / "agent_output.json").write_text("{}")  # wf-c/x again, after the nested run
+    got = list(_ListRuns().process(str(tmp_path)))
+    assert len({root for root, _ in got}) == len(got)
+    assert {root: [f[0] for f in files] for root, files in got} == _reference_listings(tmp_path)
+
+
+def test_a_listing_that_returns_to_a_left_folder_is_an_error(tmp_path):
+    from unittest.mock import patch
+
+    import pytest
+    from apache_beam.io.filesystem import FileMetadata
+
+    from transforms.discover import _ListRuns
+
+    base = str(tmp_path)
+    order = [f"{base}/wf/run-1/aw_info.json", f"{base}/wf/run-2/aw_info.json", f"{base}/wf/run-1/evals.jsonl"]
+    with patch("apache_beam.io.localfilesystem.LocalFileSystem._list",
+               return_value=iter(FileMetadata(p, 1) for p in order)), \
+            pytest.raises(RuntimeError, match=r"not contiguous per folder at wf/run-1/evals\.jsonl"):
+        list(_ListRuns().process(base))
