@@ -8,7 +8,6 @@ from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from schemas.tables import SORT_KEYS, TABLES, UNPARTITIONED
@@ -47,26 +46,7 @@ def encode_table(table: str, rows: Iterable[dict[str, Any]]) -> bytes:
     """Rows of one partition → Parquet bytes, sorted by the table's sort keys."""
     schema = TABLES[table]
     ordered = sorted(rows, key=_sort_key(SORT_KEYS[table]))
-    return _write(pa.Table.from_pylist(ordered, schema=schema))
-
-
-def encode_chunks(table: str, chunks: Iterable[list[dict[str, Any]]]) -> tuple[bytes, int]:
-    """:func:`encode_table` of rows that come chunk by chunk; (Parquet bytes, row count).
-
-    Each chunk becomes Arrow columns as it comes and the rows are sorted in Arrow, so a
-    partition is held as columns (a few hundred bytes a row), never as one list of dicts: the
-    state table has a row per run of the fleet (make bench memory). Same bytes as
-    :func:`encode_table`: Arrow's sort is stable, orders strings by UTF-8 bytes (code point
-    order) and puts nulls first, as the Python key does (a test compares the two).
-    """
-    schema = TABLES[table]
-    parts = [pa.Table.from_pylist(chunk, schema=schema) for chunk in chunks if chunk]
-    arrow = pa.concat_tables(parts) if parts else schema.empty_table()
-    order = pc.sort_indices(arrow, sort_keys=[(k, "ascending", "at_start") for k in SORT_KEYS[table]])
-    return _write(arrow.take(order).combine_chunks()), arrow.num_rows
-
-
-def _write(arrow: pa.Table) -> bytes:
+    arrow = pa.Table.from_pylist(ordered, schema=schema)
     sink = io.BytesIO()
     pq.write_table(
         arrow,

@@ -36,7 +36,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
-from graders.parquet import decode_table, encode_chunks, encode_table, partition_path
+from graders.parquet import decode_table, encode_table, partition_path
 from schemas.tables import IDENTITY, REPLACE_TABLE, UNPARTITIONED
 from transforms.beamfiles import join
 
@@ -150,8 +150,8 @@ class StageRows(beam.DoFn):
         return refs
 
 
-def read_chunk_rows(refs: Iterable[ChunkRef]) -> Iterator[list[dict[str, Any]]]:
-    """The rows of staged chunks, a list per chunk, one open file per shard."""
+def read_chunks(refs: Iterable[ChunkRef]) -> Iterator[dict[str, Any]]:
+    """The rows of staged chunks, one open file per shard."""
     by_path: dict[str, list[tuple[int, int]]] = {}
     for path, offset, length in refs:
         by_path.setdefault(path, []).append((offset, length))
@@ -159,14 +159,7 @@ def read_chunk_rows(refs: Iterable[ChunkRef]) -> Iterator[list[dict[str, Any]]]:
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
             for offset, length in sorted(by_path[path]):
                 fh.seek(offset)
-                rows: list[dict[str, Any]] = pickle.loads(zlib.decompress(fh.read(length)))
-                yield rows
-
-
-def read_chunks(refs: Iterable[ChunkRef]) -> Iterator[dict[str, Any]]:
-    """The rows of staged chunks, one by one."""
-    for rows in read_chunk_rows(refs):
-        yield from rows
+                yield from pickle.loads(zlib.decompress(fh.read(length)))
 
 
 def _read(path: str) -> bytes | None:
@@ -187,21 +180,20 @@ class _WritePartition(beam.DoFn):
 
     def process(self, kv: tuple[PartitionKey, dict[str, Iterable[Any]]]) -> Iterator[Action]:
         (table, workflow, date), groups = kv
+        new_rows = list(read_chunks(groups["rows"]))
+        drops = {ident for idents in groups["drops"] for ident in idents}
         rel = f"{partition_path(table, workflow, date)}/{PART_NAME}"
         existing = _read(join(self.output, rel))
+        rows = new_rows
         if table in IDENTITY and existing is not None:
-            new_rows = list(read_chunks(groups["rows"]))
-            drops = {ident for idents in groups["drops"] for ident in idents}
             replaced = drops | {identity_of(table, r) for r in new_rows}
             kept = [r for r in decode_table(table, existing) if identity_of(table, r) not in replaced]
             rows = kept + new_rows
-            data, count = encode_table(table, rows), len(rows)
-        else:  # the new rows are the partition: encoded chunk by chunk, never all held as dicts
-            data, count = encode_chunks(table, read_chunk_rows(groups["rows"]))
-        if not count:
+        if not rows:
             if existing is not None:
                 yield "delete", rel
             return
+        data = encode_table(table, rows)
         if data == existing:
             self.unchanged.inc()
             yield "keep", rel
@@ -209,7 +201,7 @@ class _WritePartition(beam.DoFn):
         with FileSystems.create(join(self.staging, rel)) as fh:
             fh.write(data)
         self.files.inc()
-        self.rows.inc(count)
+        self.rows.inc(len(rows))
         yield "write", rel
 
 
