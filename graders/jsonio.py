@@ -162,10 +162,22 @@ def parse_jsonl_items(lines: list[bytes], stats: JsonlStats, first_lineno: int =
     a value. Any other batch takes the line-by-line path, whose rule-by-rule reference for a
     line is :func:`_slow_line`. Per-line Python overhead dominated preprocessing (make bench).
     """
-    stats.lines += len(lines)
+    return _parse_screened(lines, stats, first_lineno, *_screen(lines))
+
+
+def _screen(lines: list[bytes]) -> tuple[list[bytes], bool, bool]:
+    """The tests of a batch that need no parse: its trimmed non-blank lines, whether they hold a
+    16-digit run, and whether a batch path may hold (no such run, no over-long line)."""
     kept: list[bytes] = list(filter(None, map(bytes.strip, lines)))
     long_digits = has_long_digit_run(b"\n".join(kept))
-    if not long_digits and (not kept or max(map(len, kept)) <= MAX_LINE_LENGTH):
+    return kept, long_digits, not long_digits and (not kept or max(map(len, kept)) <= MAX_LINE_LENGTH)
+
+
+def _parse_screened(lines: list[bytes], stats: JsonlStats, first_lineno: int, kept: list[bytes],
+                    long_digits: bool, batchable: bool) -> tuple[list[Item], list[Any]]:
+    """:func:`parse_jsonl_items` of a batch already screened by :func:`_screen`."""
+    stats.lines += len(lines)
+    if batchable:
         try:
             values = list(map(orjson.loads, kept))
         except orjson.JSONDecodeError:
@@ -183,14 +195,14 @@ def parse_jsonl_records(lines: list[bytes], stats: JsonlStats, record_type: type
 
     The fast path decodes only the struct's fields (``records``), in C, and keeps the lines.
     It holds when the batch passes :func:`parse_jsonl_items`'s tests for its own batch path
-    that do not need a parse (no over-long line, no 16-digit run) and msgspec decodes every
-    line into the struct; msgspec then accepts a line only where orjson does or where the
-    reference path keeps the line anyway (a float beyond range or bad UTF-8 in a field not
-    read; ``load_item`` parses such a line as the reference does), and it rejects literal
-    nulls and non-records. Any other batch takes the reference path and views its values.
+    that do not need a parse (:func:`_screen`) and msgspec decodes every line into the struct;
+    msgspec then accepts a line only where orjson does or where the reference path keeps the
+    line anyway (a float beyond range or bad UTF-8 in a field not read; ``load_item`` parses
+    such a line as the reference does), and it rejects literal nulls and non-records. Any
+    other batch takes the reference path (screened once) and views its values.
     """
-    kept: list[bytes] = list(filter(None, map(bytes.strip, lines)))
-    if kept and max(map(len, kept)) <= MAX_LINE_LENGTH and not has_long_digit_run(b"\n".join(kept)):
+    kept, long_digits, batchable = _screen(lines)
+    if kept and batchable:
         try:
             records = list(map(decoder(record_type).decode, kept))
         except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError are ValueErrors
@@ -199,7 +211,7 @@ def parse_jsonl_records(lines: list[bytes], stats: JsonlStats, record_type: type
             stats.lines += len(lines)
             stats.blank += len(lines) - len(kept)
             return cast(list[Item], kept), cast(list[R | None], records)
-    items, values = parse_jsonl_items(lines, stats, first_lineno)
+    items, values = _parse_screened(lines, stats, first_lineno, kept, long_digits, batchable)
     return items, [view(record_type, v) for v in values]
 
 
