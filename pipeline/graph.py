@@ -15,6 +15,7 @@ from apache_beam.metrics import Metrics
 
 from graders.plan import PlanSet
 from graders.prepare import PreparedRun
+from graders.rows import assemble_runs, one_dead_letter_each
 from graders.state import GradingDigests, dead_state, drops_for, graded_state
 from graders.trace_rules.config import TraceConfig, default_config
 from schemas.state_table import STATE_TABLE
@@ -105,14 +106,15 @@ def build(
         PreparedRun).with_outputs(KEEP, main="runs")
     runs = windowed.runs
     graded = runs | "Grade" >> GradeRuns(plans, resource_hints)
-    rules = runs | "TraceRules" >> GradeTraceRules(cfg)
 
-    kept = (decided[KEEP], windowed[KEEP]) | "FlattenKept" >> beam.Flatten()
-    new_state = (
-        runs | "GradedState" >> beam.ParDo(_StateRows(plans, cfg)),
-        prepared[DEAD_STATE] | "DeadState" >> beam.ParDo(_StateRows(plans, cfg)),
-    ) | "FlattenNewState" >> beam.Flatten()
-    state = (kept, new_state) | "FlattenState" >> beam.Flatten()
+    # Per-run collections reach the sink as named parts, not flattened: the local runner
+    # materializes every Flatten, which held a row per run of the fleet (make bench memory).
+    kept = {"unchanged": decided[KEEP], "out-of-window": windowed[KEEP]}
+    state = {
+        **kept,
+        "graded": runs | "GradedState" >> beam.ParDo(_StateRows(plans, cfg)),
+        "dead": prepared[DEAD_STATE] | "DeadState" >> beam.ParDo(_StateRows(plans, cfg)),
+    }
     drops = (
         runs | "PreviousRows" >> beam.FlatMap(lambda prep: drops_for(prep.previous)),
         prepared[DEAD_STATE] | "PreviousDeadRows" >> beam.FlatMap(lambda item: drops_for(item[2])),
@@ -121,29 +123,31 @@ def build(
     # task_reliability covers every run of a task: the new verdicts plus the stored verdicts of
     # runs that were not regraded this time.
     old_verdicts = p | "ReadVerdicts" >> ReadTable(output, "trace_verdicts")
+    kept_keys = tuple(
+        part | f"GradedKept[{name}]" >> beam.Filter(lambda s: s.get("outcome") == "graded")
+        | f"KeyKept[{name}]" >> beam.Map(lambda s: ((s["workflow"], s["date"], s["run_id"], s["attempt"]), True))
+        for name, part in kept.items()
+    )
     carried = (
         {
             "verdict": old_verdicts | "KeyOldVerdicts" >> beam.Map(lambda r: (_verdict_identity(r), r)),
-            "kept": kept
-            | "GradedKept" >> beam.Filter(lambda s: s.get("outcome") == "graded")
-            | "KeyKept" >> beam.Map(lambda s: ((s["workflow"], s["date"], s["run_id"], s["attempt"]), True)),
+            "kept": kept_keys | "FlattenKeptKeys" >> beam.Flatten(),
         }
         | "JoinKeptVerdicts" >> beam.CoGroupByKey()
         | "CarriedVerdicts" >> beam.FlatMap(_carried_verdicts)
     )
-    reliability = (
-        (rules["trace_verdicts"], carried) | "AllVerdicts" >> beam.Flatten() | "Reliability" >> TaskReliability()
-    )
+    verdicts = runs | "TraceRules" >> GradeTraceRules(cfg)
+    reliability = (verdicts, carried) | "Reliability" >> TaskReliability()
 
-    dead = (prepared[DEAD], graded["dead_letter"]) | "FlattenDeadLetters" >> beam.Flatten()
     tables = {
         "grader_results": graded["grader_results"],
         "runs": graded["runs"],
-        "dead_letter": dead,
-        "trace_verdicts": rules["trace_verdicts"],
+        "dead_letter": {"prepare": prepared[DEAD], **{f"grade-{f}": rows for f, rows in graded["dead_letter"].items()}},
+        "trace_verdicts": verdicts,
         "task_reliability": reliability,
         STATE_TABLE: state,
         "_drops": drops,
     }
-    return tables | "Write" >> WritePartitionedParquet(output, token)
+    assemble = {"runs": assemble_runs, "dead_letter": one_dead_letter_each}
+    return tables | "Write" >> WritePartitionedParquet(output, token, assemble)
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import pickle
-import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -15,15 +13,9 @@ from graders.engine import Executor, grade_trace
 from graders.executors import SANDBOXED_SOURCES, close_executor, make_executor
 from graders.plan import PlanSet, family_ids
 from graders.prepare import PreparedRun, bind_executor
-from graders.rows import dead_letter_row, result_rows, run_row, status_counts
+from graders.rows import counts_part, dead_letter_row, failure_part, result_rows, run_row
 
-RunKey = tuple[str, str, str, int]
 SANDBOX_MIN_RAM = "4GB"
-
-
-def run_key(prep: PreparedRun) -> RunKey:
-    m = prep.meta
-    return (m.workflow, m.date, m.run_id, m.attempt)
 
 
 class GradeFamily(beam.DoFn):
@@ -52,9 +44,8 @@ class GradeFamily(beam.DoFn):
         self.graded.inc(len(results))
         self.errors.inc(sum(r["status"] == "error" for r in results))
         yield from result_rows(prep.meta, results, plan, prep.input_digest)
-        # The run's status counts leave with its rows: a combine per run held one accumulator
-        # per run of the fleet in the grading worker (lifted combines keep up to 100k keys).
-        yield beam.pvalue.TaggedOutput(COUNTS, (run_key(prep), status_counts(results)))
+        # The run's status counts leave with its rows, as a part of its ``runs`` row.
+        yield beam.pvalue.TaggedOutput(COUNTS, counts_part(prep.meta, results))
 
     def teardown(self) -> None:
         for executor in self.executors.values():
@@ -62,52 +53,25 @@ class GradeFamily(beam.DoFn):
         self.executors.clear()
 
 
-COUNTS = "counts"  # GradeFamily's side output: (run key, status counts) per graded run
+COUNTS = "counts"  # GradeFamily's side output: its counts part of each graded run's ``runs`` row
 
 
-def _sum_counts(counts: Iterable[dict[str, int]]) -> dict[str, int]:
-    """One run's status counts over its families (all zero when no family graded it)."""
-    total = status_counts([])
-    for c in counts:
-        for k in total:
-            total[k] += c[k]
-    return total
+def _run_stub(prep: PreparedRun, plans: PlanSet) -> dict[str, Any]:
+    """The run's ``runs`` row before its status counts are known (graders/rows.py, RUN_PART).
 
-
-def _run_stub(prep: PreparedRun, plans: PlanSet) -> tuple[RunKey, bytes]:
-    """The run's ``runs`` row before its status counts are known, pickled and compressed.
-
-    Only this small row crosses the join, never the preprocessed trace: shuffling whole
-    traces made the pipeline several times slower than the plain loop, and the local runner
-    holds joined values as Python objects (make bench).
+    Only this small row leaves the grading step for the ``runs`` table, never the trace.
     """
     plan = prep.plan(plans.for_workflow(prep.meta.workflow))
-    stub = run_row(prep.meta, prep.trace, [], prep.report, plan, prep.input_digest)
-    return run_key(prep), zlib.compress(pickle.dumps(stub, pickle.HIGHEST_PROTOCOL), 1)
-
-
-def _run_row(kv: tuple[RunKey, dict[str, Iterable[Any]]]) -> Iterator[Any]:
-    """The ``runs`` row of a run, or its dead-letter row when a grading step failed on it.
-
-    A run is either graded or dead-lettered, never both, so inputs = graded + dead letters.
-    """
-    _, groups = kv
-    failures = list(groups["failed"])
-    counts = _sum_counts(groups["results"])  # one count per family
-    for packed in groups["run"]:
-        if failures:
-            yield beam.pvalue.TaggedOutput("dead_letter", failures[0])
-            continue
-        stub = pickle.loads(zlib.decompress(packed))
-        stub.update(counts)
-        yield stub
+    return run_row(prep.meta, prep.trace, [], prep.report, plan, prep.input_digest)
 
 
 class GradeRuns(beam.PTransform):
-    """PreparedRun → {"grader_results": {family: rows}, "runs": rows, "dead_letter": rows}.
+    """PreparedRun → {"grader_results": {family: rows}, "runs": {part: rows}, "dead_letter": rows}.
 
-    Results stay per family: a Flatten of them would be materialized by the local runner, every
-    result row of the fleet at once (make bench memory). Only their per-run counts are flattened.
+    Everything stays in per-family collections, handed to the sink as a table's named parts: the
+    local runner materializes a Flatten or a join, which held a row per run of the fleet at once
+    (make bench memory). ``runs`` parts become rows where their partition is written
+    (``graders.rows.assemble_runs``); dead letters are one per run (``one_dead_letter_each``).
     """
 
     def __init__(self, plans: PlanSet, resource_hints: bool = False) -> None:
@@ -117,12 +81,12 @@ class GradeRuns(beam.PTransform):
 
     def expand(self, prepared: beam.PCollection) -> dict[str, Any]:
         per_family: dict[str, beam.PCollection] = {}
-        counts = []
-        failures = []
+        runs: dict[str, beam.PCollection] = {"stub": prepared | "RunStubs" >> beam.Map(_run_stub, self.plans)}
+        dead: dict[str, beam.PCollection] = {}
         for family in self.plans.families():
             # The side output is declared, so Beam does not warn that it has no type hint.
             grade: Any = beam.ParDo(GradeFamily(self.plans, family)).with_output_types(
-                typehints.Dict[str, typehints.Any], **{COUNTS: typehints.Tuple[typehints.Any, typehints.Dict[str, int]]})
+                typehints.Dict[str, typehints.Any], **{COUNTS: typehints.Dict[str, typehints.Any]})
             # Only for distributed runners: a hint gives the step its own environment, which keeps
             # the local runner from fusing it with its siblings (every trace would be encoded).
             if self.resource_hints and family in SANDBOXED_SOURCES:
@@ -130,34 +94,36 @@ class GradeRuns(beam.PTransform):
                 grade = grade.with_resource_hints(min_ram=SANDBOX_MIN_RAM)
             graded = prepared | f"Grade[{family}]" >> grade.with_outputs(COUNTS, main="rows").with_exception_handling()
             per_family[family] = graded["rows"]
-            counts.append(graded[COUNTS])
-            failures.append(graded["bad"])
-        failed = (
-            tuple(failures)
-            | "FlattenGradeFailures" >> beam.Flatten()
-            | "GradeFailureRows" >> beam.Map(_failure_row)
-            | "KeyFailures" >> beam.Map(lambda row: ((row["workflow"], row["date"], row["run_id"], row["attempt"]), row))
-        )
-        joined = (
-            {
-                "run": prepared | "KeyRuns" >> beam.Map(_run_stub, self.plans),
-                "results": tuple(counts) | "FlattenCounts" >> beam.Flatten(),
-                "failed": failed,
-            }
-            | "JoinRunResults" >> beam.CoGroupByKey()
-            | "RunRows" >> beam.FlatMap(_run_row).with_outputs("dead_letter", main="runs")
-        )
-        return {"grader_results": per_family, "runs": joined.runs, "dead_letter": joined.dead_letter}
+            runs[f"counts-{family}"] = graded[COUNTS]
+            dead[family] = graded["bad"] | f"GradeFailureRows[{family}]" >> beam.Map(_failure_row)
+            runs[f"failed-{family}"] = dead[family] | f"FailureParts[{family}]" >> beam.Map(
+                lambda row: failure_part(row["workflow"], row["date"], row["run_id"], row["attempt"]))
+        return {"grader_results": per_family, "runs": runs, "dead_letter": dead}
+
+
+def _failure(exc_info: Any) -> tuple[str, str]:
+    """(error class, message) of a ``with_exception_handling`` bad record: Beam hands over
+    (type, repr, formatted traceback), not the exception; the traceback ends "Type: message"."""
+    if isinstance(exc_info, BaseException):
+        return type(exc_info).__name__, str(exc_info) or type(exc_info).__name__
+    if not (isinstance(exc_info, tuple) and len(exc_info) == 3 and isinstance(exc_info[0], type)):
+        return "Error", str(exc_info)
+    kind, text, lines = exc_info
+    last = str(lines[-1]).rstrip("\n") if lines else ""  # format_exception_only's text
+    prefix = f"{kind.__name__}: "
+    message = last.split(prefix, 1)[1] if last.startswith(prefix) else str(text)
+    return kind.__name__, message
 
 
 def _failure_row(bad: tuple[Any, Any]) -> dict[str, Any]:
     element, exc_info = bad
-    exc = exc_info[1] if isinstance(exc_info, tuple) and len(exc_info) > 1 else exc_info
     meta = getattr(element, "meta", None)
+    error_class, message = _failure(exc_info)
     row = dead_letter_row(
-        getattr(meta, "root", "?"), "grade", exc if isinstance(exc, BaseException) else str(exc),
+        getattr(meta, "root", "?"), "grade", message,
         run_id=getattr(meta, "run_id", None), workflow=getattr(meta, "workflow", None),
         date=getattr(meta, "date", None),
     )
+    row["error_class"] = error_class
     row["attempt"] = getattr(meta, "attempt", None)
     return row

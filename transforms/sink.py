@@ -26,7 +26,7 @@ import os
 import pickle
 import uuid
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import apache_beam as beam
@@ -110,14 +110,30 @@ class StageRows(beam.DoFn):
 
     def process(self, row: dict[str, Any]) -> Iterator[tuple[PartitionKey, ChunkRef]]:
         key, row = self.key(row)
-        rows = self.pending.setdefault(key, [])
+        # Re-inserted on every row: ``pending`` is ordered from the least recently used.
+        rows = self.pending.pop(key, None) or []
         rows.append(row)
         self.pending_rows += 1
         if len(rows) >= _CHUNK_ROWS:
             self.pending_rows -= len(rows)
-            yield from self._add(key, self.pending.pop(key))
-        elif self.pending_rows >= _PENDING_ROWS:
-            yield from self._pack_pending()
+            yield from self._add(key, rows)
+            return
+        self.pending[key] = rows
+        if self.pending_rows >= _PENDING_ROWS:
+            yield from self._pack_least_recent()
+
+    def _pack_least_recent(self) -> Iterator[tuple[PartitionKey, ChunkRef]]:
+        """Packs the partitions touched longest ago, down to half the pending rows.
+
+        Runs come roughly in folder order, so a partition not touched for a while is mostly
+        done: packing every pending partition made chunks of a row or two in a long history
+        (thousands of partitions), and their references grew with the fleet (make bench memory).
+        """
+        while self.pending_rows > _PENDING_ROWS // 2:
+            key = next(iter(self.pending))
+            rows = self.pending.pop(key)
+            self.pending_rows -= len(rows)
+            yield from self._add(key, rows)
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for ref in [*self._pack_pending(), *self._write()]:
@@ -170,10 +186,14 @@ def _read(path: str) -> bytes | None:
     return data
 
 
+Assemble = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+
+
 class _WritePartition(beam.DoFn):
-    def __init__(self, output: str, staging: str) -> None:
+    def __init__(self, output: str, staging: str, assemble: Mapping[str, Assemble]) -> None:
         self.output = output
         self.staging = staging
+        self.assemble = dict(assemble)
         self.files = Metrics.counter("fleetgrade", "partitions_written")
         self.unchanged = Metrics.counter("fleetgrade", "partitions_unchanged")
         self.rows = Metrics.counter("fleetgrade", "rows_written")
@@ -181,6 +201,8 @@ class _WritePartition(beam.DoFn):
     def process(self, kv: tuple[PartitionKey, dict[str, Iterable[Any]]]) -> Iterator[Action]:
         (table, workflow, date), groups = kv
         new_rows = list(read_chunks(groups["rows"]))
+        if table in self.assemble:
+            new_rows = self.assemble[table](new_rows)
         drops = {ident for idents in groups["drops"] for ident in idents}
         rel = f"{partition_path(table, workflow, date)}/{PART_NAME}"
         existing = _read(join(self.output, rel))
@@ -304,10 +326,13 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
 class WritePartitionedParquet(beam.PTransform):
     """{table: rows} (+ drops) → hive-partitioned Parquet under ``output``; outputs committed paths."""
 
-    def __init__(self, output: str, token: str) -> None:
+    def __init__(self, output: str, token: str, assemble: Mapping[str, Assemble] | None = None) -> None:
+        """``assemble`` maps a table to the function making its rows from the rows staged for
+        one partition (a table staged as parts of rows, such as ``runs``)."""
         super().__init__()
         self.output = output.rstrip("/")
         self.staging = join(self.output, f"{STAGING}/{token}")
+        self.assemble = dict(assemble or {})
 
     def expand(self, tables: dict[str, TableRows]) -> beam.PCollection:
         """``tables`` maps table names to row collections, or to named parts whose rows make
@@ -332,7 +357,7 @@ class WritePartitionedParquet(beam.PTransform):
         actions = (
             groups
             | "JoinRowsAndDrops" >> beam.CoGroupByKey()
-            | "WritePartition" >> beam.ParDo(_WritePartition(self.output, self.staging))
+            | "WritePartition" >> beam.ParDo(_WritePartition(self.output, self.staging, self.assemble))
         )
         return (
             actions.pipeline

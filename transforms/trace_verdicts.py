@@ -44,17 +44,26 @@ def _reliability_row(kv: tuple[tuple[str, str], tuple[dict[str, Any], str]]) -> 
     yield task_reliability_row(key, output, last_date)
 
 
+def _task_outcome(row: dict[str, Any]) -> tuple[tuple[str, str], tuple[Any, str]]:
+    return (row["workflow"], row["task"]), (row["delivered"], row["date"])
+
+
 class TaskReliability(beam.PTransform):
-    """``trace_verdicts`` rows → ``task_reliability`` rows, one per (workflow, task)."""
+    """``trace_verdicts`` rows (one collection, or several) → ``task_reliability`` rows, one per
+    (workflow, task)."""
 
     def __init__(self, max_k: int = DEFAULT_MAX_K) -> None:
         super().__init__()
         self.max_k = max_k
 
-    def expand(self, verdicts: beam.PCollection) -> beam.PCollection:
+    def expand(self, verdicts: beam.PCollection | tuple[beam.PCollection, ...]) -> beam.PCollection:
+        parts = verdicts if isinstance(verdicts, tuple) else (verdicts,)
+        # Each part is reduced to its small (task, outcome) pairs before they are flattened: the
+        # local runner materializes a Flatten, and whole verdict rows held one per run.
+        keyed = tuple(part | f"KeyByTask[{i}]" >> beam.Map(_task_outcome) for i, part in enumerate(parts))
+        outcomes = keyed[0] if len(keyed) == 1 else keyed | "FlattenOutcomes" >> beam.Flatten()
         return (
-            verdicts
-            | "KeyByTask" >> beam.Map(lambda r: ((r["workflow"], r["task"]), (r["delivered"], r["date"])))
+            outcomes
             # A workflow with one busy task would put every run on one worker: fan the combine out.
             | "PassK" >> beam.CombinePerKey(TupleCombineFn(PassKCombineFn(self.max_k), max)).with_hot_key_fanout(8)
             | "ReliabilityRows" >> beam.FlatMap(_reliability_row)
@@ -62,14 +71,11 @@ class TaskReliability(beam.PTransform):
 
 
 class GradeTraceRules(beam.PTransform):
-    """PreparedRun → {"trace_verdicts": rows, "task_reliability": rows} for these runs only."""
+    """PreparedRun → ``trace_verdicts`` rows for these runs (``TaskReliability`` aggregates them)."""
 
-    def __init__(self, cfg: TraceConfig, max_k: int = DEFAULT_MAX_K) -> None:
+    def __init__(self, cfg: TraceConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.max_k = max_k
 
-    def expand(self, prepared: beam.PCollection) -> dict[str, beam.PCollection]:
-        verdicts = prepared | "Grade[trace-rules]" >> beam.Map(verdict_row, self.cfg)
-        reliability = verdicts | "TaskReliability" >> TaskReliability(self.max_k)
-        return {"trace_verdicts": verdicts, "task_reliability": reliability}
+    def expand(self, prepared: beam.PCollection) -> beam.PCollection:
+        return prepared | "Grade[trace-rules]" >> beam.Map(verdict_row, self.cfg)

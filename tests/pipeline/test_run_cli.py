@@ -110,3 +110,30 @@ def test_rerun_is_byte_identical_and_replaces(demo_output, tmp_path):
     other = tmp_path / "again"
     assert main(["run", "--input", str(FLEET), "--output", str(other), *flags]) == 0
     assert file_digests(other) == before
+
+
+def test_a_run_graders_fail_on_is_dead_lettered_once_and_has_no_runs_row(tmp_path, monkeypatch):
+    """Every family fails on one run: one dead letter (not one per family), no runs row, and
+    inputs = graded + dead letters still holds."""
+    import transforms.grade as grade
+
+    real = grade.result_rows
+    victim = sorted(graded_folders())[0]
+
+    def failing(meta, *args, **kwargs):
+        if meta.root.endswith("/" + victim):
+            raise RuntimeError("grader exploded")
+        return real(meta, *args, **kwargs)
+
+    monkeypatch.setattr(grade, "result_rows", failing)
+    out = tmp_path / "out"
+    assert main(["run", "--input", str(FLEET), "--output", str(out), "--log-level", "ERROR"]) == 0
+    con = connect(str(out))
+    rows = con.execute("SELECT input, stage, error_class, message FROM dead_letter WHERE stage = 'grade'").fetchall()
+    assert len(rows) == 1
+    assert rows[0][0].endswith(victim) and rows[0][1:] == ("grade", "RuntimeError", "grader exploded")
+    roots = {"/".join(r.split("/")[-2:]) for (r,) in con.execute("SELECT root FROM runs").fetchall()}
+    assert roots == graded_folders() - {victim}
+    dead = con.execute("SELECT count(*) FROM dead_letter").fetchone()[0]
+    assert len(roots) + dead == len({"/".join(f.split("/")[:2]) for f in run_folders()})
+

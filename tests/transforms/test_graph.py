@@ -8,6 +8,7 @@ import apache_beam as beam
 from apache_beam.testing.util import assert_that, equal_to, is_not_empty
 
 from graders.plan import PlanSet, default_plan
+from graders.rows import assemble_runs
 from tests.helpers.beam import local_test_pipeline
 from transforms.discover import DiscoverRuns
 from transforms.grade import GradeRuns
@@ -51,7 +52,13 @@ def test_prepare_and_grade(tmp_path):
         )
         graded = prepared.runs | GradeRuns(plans)
         results = tuple(graded["grader_results"].values()) | "Results" >> beam.Flatten()
-        runs = graded["runs"] | "RunIds" >> beam.Map(lambda r: (r["workflow"], r["date"], r["run_id"], r["graders"]))
+        # The sink's assembly of the runs parts, per partition.
+        runs = (
+            tuple(graded["runs"].values()) | "RunParts" >> beam.Flatten()
+            | beam.Map(lambda r: ((r["workflow"], r["date"]), r)) | beam.GroupByKey()
+            | beam.FlatMap(lambda kv: assemble_runs(list(kv[1])))
+            | "RunIds" >> beam.Map(lambda r: (r["workflow"], r["date"], r["run_id"], r["graders"]))
+        )
         assert_that(runs, equal_to([("wf-a", "2026-05-02", "11", N), ("wf-b", "2026-05-03", "77", N)]), label="runs")
         loops = (
             results
@@ -64,7 +71,8 @@ def test_prepare_and_grade(tmp_path):
         ]), label="values")
         dead = prepared[DEAD] | beam.Map(lambda r: (r["input"].rsplit("/", 2)[-2:], r["error_class"], r["message"].endswith("aw_info.json: expected a JSON object")))
         assert_that(dead, equal_to([(["wf-b", "run-12"], "MetadataError", True)]), label="dead")
-        assert_that(graded["dead_letter"], equal_to([]), label="no grade failures")
+        failures = tuple(graded["dead_letter"].values()) | "Failures" >> beam.Flatten()
+        assert_that(failures, equal_to([]), label="no grade failures")
         assert_that(results, is_not_empty(), label="results")
 
 
@@ -110,3 +118,18 @@ def test_a_listing_that_returns_to_a_left_folder_is_an_error(tmp_path):
                return_value=iter(FileMetadata(p, 1) for p in order)), \
             pytest.raises(RuntimeError, match=r"not contiguous per folder at wf/run-1/evals\.jsonl"):
         list(_ListRuns().process(base))
+
+
+def test_a_grade_failure_records_the_exception_class_and_message():
+    import sys
+    import traceback
+
+    from transforms.grade import _failure
+
+    try:
+        raise KeyError("first line\nsecond: line")
+    except KeyError as exc:
+        record = (type(exc), repr(exc), traceback.format_exception(*sys.exc_info()))
+    assert _failure(record) == ("KeyError", "'first line\\nsecond: line'")
+    assert _failure(ValueError("v")) == ("ValueError", "v")
+    assert _failure("text") == ("Error", "text")
