@@ -10,7 +10,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas.tables import SORT_KEYS, TABLES, UNPARTITIONED
+from schemas.tables import SORT_KEYS, TABLES
 
 ROW_GROUP_SIZE = 64_000
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -24,8 +24,6 @@ def partition_value(value: str | None) -> str:
 
 
 def partition_path(table: str, workflow: str | None, date: str | None) -> str:
-    if table in UNPARTITIONED:
-        return table
     return f"{table}/workflow={partition_value(workflow)}/date={partition_value(date)}"
 
 

@@ -1,9 +1,10 @@
 """Incremental backfill state: what graded each run, so a nightly run redoes only what changed.
 
-One row per run folder (``<output>/_state/part-00000.parquet``): the run's listing digest (paths,
-sizes, modification times), the grading digest (the run's plan and implementations, the trace
-rules, the fleetgrade version), and where its rows live. A run is regraded when it is new, its
-listing changed, or its grading digest changed; its old rows are then dropped by identity.
+One row per run folder, in its run's partition (``<output>/_state/workflow=…/date=…/``): the
+run's listing digest (paths, sizes, modification times), the grading digest (the run's plan and
+implementations, the trace rules, the fleetgrade version), and where its rows live. A run is
+regraded when it is new, its listing changed, or its grading digest changed; its old rows are
+then dropped by identity.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Arrow schema of the incremental-backfill state (``<output>/_state/part-00000.parquet``)."""
+"""Arrow schema of the incremental-backfill state (``<output>/_state/workflow=…/date=…/part-00000.parquet``)."""
 
 from __future__ import annotations
 

@@ -100,15 +100,13 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
 # How a rewrite of a partition treats the rows already in it (transforms/sink.py):
 # - IDENTITY tables merge: an old row survives unless a new row, or a regraded run, has its
 #   identity (these columns, within the partition);
-# - REPLACE_TABLE tables are recomputed whole: partitions that get no rows are deleted;
-# - UNPARTITIONED tables are one file at ``<output>/<table>/part-00000.parquet``.
+# - REPLACE_TABLE tables are recomputed whole: partitions that get no rows are deleted.
 IDENTITY: dict[str, tuple[str, ...]] = {
     "grader_results": ("run_id", "attempt"),
     "runs": ("run_id", "attempt"),
     "dead_letter": ("input", "stage"),
 }
 REPLACE_TABLE: set[str] = set()
-UNPARTITIONED: set[str] = set()
 
 
 def register_table(
@@ -117,7 +115,6 @@ def register_table(
     sort_keys: tuple[str, ...],
     identity: tuple[str, ...] | None = None,
     replace_table: bool = False,
-    partitioned: bool = True,
 ) -> None:
     """Other table families (trace verdicts, observations, state…) add themselves here."""
     TABLES[name] = schema
@@ -126,8 +123,6 @@ def register_table(
         IDENTITY[name] = identity
     if replace_table:
         REPLACE_TABLE.add(name)
-    if not partitioned:
-        UNPARTITIONED.add(name)
 
 
 def public_tables() -> list[str]:
@@ -149,7 +144,9 @@ def _register_families() -> None:
     # Observations accumulate: a row goes only when a new row has its (run, attempt, digest, time).
     register_table("observations", file_schema(OBSERVATION_SCHEMA), (*OBSERVATION_KEY, "attempt"),
                    identity=("run_id", "attempt", "evaluator_digest", "evidence_at"))
-    register_table(STATE_TABLE, STATE_SCHEMA, ("root",), partitioned=False)
+    # A row per run folder, in its run's partition (so no worker holds the whole fleet's state),
+    # rewritten whole on each run: every row is carried, replaced or dropped (transforms/incremental.py).
+    register_table(STATE_TABLE, STATE_SCHEMA, ("root",), replace_table=True)
 
 
 _register_families()

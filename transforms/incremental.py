@@ -10,7 +10,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from graders.parquet import HIVE_NULL, decode_table, partition_path
+from graders.parquet import HIVE_NULL, decode_table
 from graders.plan import PlanSet
 from graders.state import GradingDigests, listing_digest, unchanged
 from graders.trace_rules.config import TraceConfig
@@ -32,20 +32,21 @@ def _partition_values(path: str) -> tuple[str | None, str | None]:
 
 def read_table_rows(output: str, table: str) -> Iterator[dict[str, Any]]:
     """Every row an earlier run wrote to ``table``, with its partition columns."""
-    if table == STATE_TABLE:
-        pattern = join(output, f"{partition_path(table, None, None)}/{PART_NAME}")
-    else:
-        pattern = join(output, f"{table}/*/*/{PART_NAME}")
-    try:
-        matches = FileSystems.match([pattern])
-    except Exception:  # nothing there yet (first run)
-        return
-    for meta in sorted((m for r in matches for m in r.metadata_list), key=lambda m: m.path):
+    patterns = [join(output, f"{table}/*/*/{PART_NAME}")]
+    if table == STATE_TABLE:  # its one file of earlier builds, replaced at the next commit
+        patterns.append(join(output, f"{table}/{PART_NAME}"))
+    metas = []
+    for pattern in patterns:
+        try:
+            metas += [m for r in FileSystems.match([pattern]) for m in r.metadata_list]
+        except Exception:  # nothing there yet (first run)
+            continue
+    for meta in sorted(metas, key=lambda m: m.path):
         with FileSystems.open(meta.path) as fh:
             data = fh.read()
         workflow, date = _partition_values(meta.path)
         for row in decode_table(table, data):
-            if table != STATE_TABLE:
+            if table != STATE_TABLE:  # the state's rows hold their partition's values
                 row["workflow"], row["date"] = workflow, date
             yield row
 
@@ -95,7 +96,9 @@ class Decide(beam.DoFn):
         _, groups = kv
         listings = list(groups["listing"])
         states = list(groups["state"])
-        previous = states[0] if states else None
+        # Two rows for a folder only after a commit cut short while its run moved partitions:
+        # either one heals (kept, or regraded with its rows dropped), but the same one each time.
+        previous = min(states, key=lambda s: sorted((k, str(v)) for k, v in s.items())) if states else None
         if not listings:  # the input is gone: its rows stay (history), and so does its state
             if previous is not None:
                 yield beam.pvalue.TaggedOutput(KEEP, previous)

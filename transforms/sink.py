@@ -37,7 +37,7 @@ from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
 from graders.parquet import decode_table, encode_table, partition_path
-from schemas.tables import IDENTITY, REPLACE_TABLE, UNPARTITIONED
+from schemas.tables import IDENTITY, REPLACE_TABLE
 from transforms.beamfiles import join
 
 PART_NAME = "part-00000.parquet"
@@ -57,11 +57,7 @@ def identity_of(table: str, row: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _key_rows(table: str) -> Any:
-    partitioned = table not in UNPARTITIONED
-
     def key(row: dict[str, Any]) -> tuple[PartitionKey, dict[str, Any]]:
-        if not partitioned:
-            return (table, None, None), row
         return (table, row.get("workflow"), row.get("date")), row
 
     return key
@@ -277,8 +273,10 @@ class _Fault:
 
 
 def _table_files(output: str, table: str) -> list[str]:
-    pattern = join(output, f"{table}/{PART_NAME}" if table in UNPARTITIONED else f"{table}/*/*/*")
-    return [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
+    # ``<table>/part-00000.parquet`` is a table's file from before it was partitioned (``_state``
+    # of earlier builds): replaced by the partitions written, it goes too.
+    patterns = [join(output, f"{table}/*/*/*"), join(output, f"{table}/{PART_NAME}")]
+    return [m.path for r in FileSystems.match(patterns) for m in r.metadata_list]
 
 
 def commit(_: Any, actions: list[Action], output: str, staging: str, tables: list[str]) -> list[str]:

@@ -105,6 +105,50 @@ def test_full_and_date_window(fleet, tmp_path, caplog):
     assert contents(out) == contents(fresh)
 
 
+def state_files(files: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in files.items() if k.startswith("_state/")}
+
+
+def test_state_is_partitioned_and_the_single_file_of_earlier_builds_is_replaced(fleet, tmp_path, caplog):
+    import pyarrow as pa
+
+    from schemas.state_table import STATE_SCHEMA
+
+    out = tmp_path / "out"
+    first = run(fleet, out, caplog)
+    before = contents(out)
+    parts = sorted((out / "_state").glob("workflow=*/date=*/part-00000.parquet"))
+    # A run's state is in its run's partition; a dead letter's in its (often undated) one.
+    assert {p.parent.relative_to(out / "_state") for p in parts} == {
+        p.relative_to(out / t) for t in ("runs", "dead_letter") for p in (out / t).glob("*/*")}
+    # An output of an earlier build: the whole state in one file.
+    legacy = pa.concat_tables([pq.read_table(p, schema=STATE_SCHEMA) for p in parts])
+    assert legacy.num_rows == first["graded"] + first["dead-lettered"]
+    shutil.rmtree(out / "_state")
+    (out / "_state").mkdir()
+    pq.write_table(legacy, out / "_state" / "part-00000.parquet")
+    again = run(fleet, out, caplog)
+    assert again["graded"] == 0 and again["unchanged"] == first["graded"] + first["dead-lettered"]
+    assert contents(out) == before, "the partitions are written back and the single file is gone"
+
+
+def test_a_run_that_moves_partition_leaves_no_trace_in_the_old_one(fleet, tmp_path, caplog):
+    out = tmp_path / "out"
+    run(fleet, out, caplog)
+    moved = sorted((fleet / "ci-doctor").glob("run-*"))[0]
+    info = moved / "aw_info.json"
+    text = info.read_text()
+    assert '"created_at": "2026-11-28T' in text
+    info.write_text(text.replace('"created_at": "2026-11-28T', '"created_at": "2026-11-15T'))
+    counts = run(fleet, out, caplog)
+    assert counts["graded"] == 1
+    states = [r for p in (out / "_state").rglob("*.parquet") for r in pq.read_table(p).to_pylist()]
+    assert [r["date"] for r in states if r["root"].endswith(moved.name)] == ["2026-11-15"]
+    fresh = tmp_path / "fresh"
+    run(fleet, fresh, caplog)
+    assert contents(out) == contents(fresh)
+
+
 def _cli(fleet: Path, out: Path, env: dict[str, str] | None = None, *flags: str) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "pipeline.cli", "run", "--input", str(fleet), "--output", str(out),
            "--trace-config", str(TRACE_CONFIG), "--log-level", "WARNING", *flags]
@@ -132,7 +176,7 @@ def test_killed_during_commit_heals_on_next_run(fleet, tmp_path, caplog, kill_af
     assert_readable(out)
     changed = {k for k, v in contents(out).items() if before.get(k) != v and "_staging" not in k}
     assert len(changed) == kill_after, "partitions commit one at a time, each complete"
-    assert contents(out)["_state/part-00000.parquet"] == before["_state/part-00000.parquet"]
+    assert state_files(contents(out)) == state_files(before)
     run(fleet, out, caplog, "--graders-dir", str(GRADERS_DIR))
     assert not (out / "_staging").exists()
     fresh = tmp_path / "fresh"
