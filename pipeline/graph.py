@@ -19,9 +19,8 @@ from graders.rows import assemble_runs, one_dead_letter_each
 from graders.state import GradingDigests, dead_state, drops_for, graded_state
 from graders.trace_rules.config import TraceConfig, default_config
 from schemas.state_table import STATE_TABLE
-from transforms.discover import DiscoverRuns
 from transforms.grade import GradeRuns
-from transforms.incremental import KEEP, Decide, ReadTable, key_listing
+from transforms.incremental import KEEP, Decide, JoinListingsAndState, ReadTable
 from transforms.prepare import DEAD, DEAD_STATE, PrepareRun
 from transforms.sink import WritePartitionedParquet
 from transforms.trace_verdicts import GradeTraceRules, TaskReliability
@@ -90,14 +89,9 @@ def build(
     ``resource_hints`` asks distributed runners for more memory on the sandboxed families.
     """
     cfg = trace_config or default_config()
-    listings = p | "Discover" >> DiscoverRuns(input_base)
-    old_state = p | "ReadState" >> ReadTable(output, STATE_TABLE)
     decided = (
-        {
-            "listing": listings | "KeyListings" >> beam.Map(key_listing(input_base)),
-            "state": old_state | "KeyState" >> beam.Map(lambda r: (r["root"], r)),
-        }
-        | "JoinState" >> beam.CoGroupByKey()
+        p
+        | "Discover" >> JoinListingsAndState(input_base, output)  # with the stored state
         | "Decide" >> beam.ParDo(Decide(input_base, plans, cfg, full, since, until)).with_outputs(KEEP, main="todo")
     )
     prepared = decided.todo | "Prepare" >> beam.ParDo(PrepareRun(input_base)).with_output_types(

@@ -24,7 +24,7 @@ def _scheme(base: str) -> str:
     return head if sep else ""
 
 
-class _ListRuns(beam.DoFn):
+class ListRuns(beam.DoFn):
     """The fleet root → one (run root, sorted listing) per run folder, as the listing streams by.
 
     Files are grouped where they are listed: a whole-fleet match (one object per file of the
@@ -81,4 +81,4 @@ class DiscoverRuns(beam.PTransform):
         self.base = base.rstrip("/")
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        return pbegin | "Root" >> beam.Create([self.base]) | "ListRuns" >> beam.ParDo(_ListRuns())
+        return pbegin | "Root" >> beam.Create([self.base]) | "ListRuns" >> beam.ParDo(ListRuns())

@@ -16,6 +16,7 @@ from graders.state import GradingDigests, listing_digest, unchanged
 from graders.trace_rules.config import TraceConfig
 from schemas.state_table import STATE_TABLE
 from transforms.beamfiles import join
+from transforms.discover import ListRuns
 from transforms.sink import PART_NAME
 
 KEEP = "keep"
@@ -49,6 +50,57 @@ def read_table_rows(output: str, table: str) -> Iterator[dict[str, Any]]:
             if table != STATE_TABLE:  # the state's rows hold their partition's values
                 row["workflow"], row["date"] = workflow, date
             yield row
+
+
+LISTING, STATE = "listing", "state"  # the two sides of the state join
+
+
+class _ListingsAndState(beam.DoFn):
+    """Either side of the state join, keyed by the run folder's full path."""
+
+    def __init__(self, base: str, output: str) -> None:
+        self.base = base.rstrip("/")
+        self.output = output
+        self.list_runs = ListRuns()
+
+    def process(self, side: str) -> Iterator[tuple[str, tuple[str, Any]]]:
+        if side == LISTING:
+            for root_rel, listing in self.list_runs.process(self.base):
+                yield join(self.base, root_rel), (LISTING, (root_rel, listing))
+        else:
+            for row in read_table_rows(self.output, STATE_TABLE):
+                yield row["root"], (STATE, row)
+
+
+def _sides(root: str, values: Iterable[tuple[str, Any]]) -> tuple[str, dict[str, list[Any]]]:
+    groups: dict[str, list[Any]] = {LISTING: [], STATE: []}
+    for side, value in values:
+        groups[side].append(value)
+    return root, groups
+
+
+class JoinListingsAndState(beam.PTransform):
+    """PBegin → (run folder, {"listing": [(root, listing)], "state": [stored row]}) per folder
+    that is listed now, has a stored state, or both.
+
+    One step emits both sides and one GroupByKey joins them: a CoGroupByKey flattens two
+    collections, and the local runner runs a Flatten of two steps' outputs as a stage of its
+    own, which held every listing of the fleet in a worker (make bench memory).
+    """
+
+    def __init__(self, base: str, output: str) -> None:
+        super().__init__()
+        self.base = base
+        self.output = output
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        return (
+            pbegin
+            | "Sides" >> beam.Create([LISTING, STATE])
+            | "Read" >> beam.ParDo(_ListingsAndState(self.base, self.output))
+            | "Group" >> beam.GroupByKey()
+            | "Split" >> beam.MapTuple(_sides)
+        )
 
 
 class ReadTable(beam.PTransform):
@@ -116,10 +168,3 @@ class Decide(beam.DoFn):
             yield beam.pvalue.TaggedOutput(KEEP, previous)
             return
         yield root_rel, listing, previous, digest
-
-
-def key_listing(base: str) -> Any:
-    def key(element: tuple[str, list[Any]]) -> tuple[str, tuple[str, list[Any]]]:
-        return join(base.rstrip("/"), element[0]), element
-
-    return key

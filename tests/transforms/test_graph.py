@@ -90,7 +90,7 @@ def _reference_listings(base: Path) -> dict[str, list[str]]:
 
 
 def test_streamed_discovery_emits_each_run_once_and_whole_nested_roots_included(tmp_path):
-    from transforms.discover import _ListRuns
+    from transforms.discover import ListRuns
 
     make_fleet(tmp_path)
     nested = tmp_path / "wf-c" / "x"
@@ -99,7 +99,7 @@ def test_streamed_discovery_emits_each_run_once_and_whole_nested_roots_included(
     (nested / "run-5" / "mcp-logs" / "gateway.jsonl").write_text("")  # ... holding root wf-c/x/run-5
     (nested / "zz").mkdir()
     (nested / "zz" / "agent_output.json").write_text("{}")  # wf-c/x again, after the nested run
-    got = list(_ListRuns().process(str(tmp_path)))
+    got = list(ListRuns().process(str(tmp_path)))
     assert len({root for root, _ in got}) == len(got)
     assert {root: [f[0] for f in files] for root, files in got} == _reference_listings(tmp_path)
 
@@ -110,14 +110,14 @@ def test_a_listing_that_returns_to_a_left_folder_is_an_error(tmp_path):
     import pytest
     from apache_beam.io.filesystem import FileMetadata
 
-    from transforms.discover import _ListRuns
+    from transforms.discover import ListRuns
 
     base = str(tmp_path)
     order = [f"{base}/wf/run-1/aw_info.json", f"{base}/wf/run-2/aw_info.json", f"{base}/wf/run-1/evals.jsonl"]
     with patch("apache_beam.io.localfilesystem.LocalFileSystem._list",
                return_value=iter(FileMetadata(p, 1) for p in order)), \
             pytest.raises(RuntimeError, match=r"not contiguous per folder at wf/run-1/evals\.jsonl"):
-        list(_ListRuns().process(base))
+        list(ListRuns().process(base))
 
 
 def test_a_grade_failure_records_the_exception_class_and_message():
