@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from graders.prepare import grade_prepared, prepare_run
 from graders.runfiles import local_run_files
 from graders.trace_rules.config import default_config
 from pipeline.synth import MANIFEST, SizeMix, SynthOptions, synth_fleet, synth_options
+from transforms.discover import ListRuns
 from transforms.trace_verdicts import verdict_row
 
 BENCH_DIR = Path(os.environ.get("FLEETGRADE_BENCH_DIR", ".bench"))
@@ -77,6 +79,7 @@ class RunTiming:
 class LoopResult:
     seconds: float
     runs: list[RunTiming] = field(default_factory=list)
+    count: int = 0  # runs looped over (``runs`` is empty when timings were not kept)
 
     @property
     def bytes_read(self) -> int:
@@ -88,30 +91,39 @@ class LoopResult:
         return sum(r.seconds for r in sel), sum(r.bytes_read for r in sel), len(sel)
 
 
-def plain_loop(root: Path, plan: GradingPlan | None = None) -> LoopResult:
+def plain_loop(root: Path, plan: GradingPlan | None = None, keep_timings: bool = True) -> LoopResult:
     """Preprocessing + every grader + the trace rules + the table rows, per run, in a plain loop.
 
     The same work as the pipeline's per run (its trace rules included), without Beam and Parquet.
+    Without ``keep_timings`` nothing is kept per run, and the runs are found by the pipeline's
+    own streamed discovery rather than the fleet's manifest (the memory part: a timing per run,
+    or the whole manifest, is the benchmark's memory, not the core's).
     """
     plan = plan or default_plan()
     rules = default_config()
     out = LoopResult(0.0)
     started = time.perf_counter()
-    for entry in manifest(root):
+    if keep_timings:
+        entries: Iterable[tuple[str, str]] = ((e["folder"], e["tier"]) for e in manifest(root))
+    else:
+        entries = ((folder, "") for folder, _ in ListRuns().process(str(root.resolve())))
+    for folder, tier in entries:
         t0 = time.perf_counter()
-        files = local_run_files(root / entry["folder"])
+        files = local_run_files(root / folder)
         graded = True
         t1 = t0
         try:
-            prep = prepare_run(files, entry["folder"])
+            prep = prepare_run(files, folder)
             t1 = time.perf_counter()
             grade_prepared(prep, plan)
             verdict_row(prep, rules)
         except Exception:  # a dead letter in the pipeline
             graded = False
         t2 = time.perf_counter()
-        out.runs.append(RunTiming(entry["folder"], entry["tier"], t2 - t0, t1 - t0, files.bytes_read,
-                                  sorted(files.file_digests), graded))
+        out.count += 1
+        if keep_timings:
+            out.runs.append(RunTiming(folder, tier, t2 - t0, t1 - t0, files.bytes_read,
+                                      sorted(files.file_digests), graded))
     out.seconds = time.perf_counter() - started
     return out
 

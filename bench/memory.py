@@ -7,6 +7,11 @@ process, so its VmHWM includes the runner's buffers of every collection crossing
 multi-process pipeline reports its coordinator and, apart, its largest worker (ru_maxrss of the
 children). Fleets are small-file fleets whose history (days) grows with the run count
 (``bench.common.small_file_fleet``): the run count, not run size, must not make memory grow.
+
+The Beam floor is what the local runner itself needs for one element per run: the fleet's
+listing grouped by run (one shuffle), nothing graded or written. Its growth from the small to
+the large fleet is the runner's (its buffers and data plane hold a stage's whole input, which a
+distributed runner splits into bundles); the pipeline's growth is read against it.
 """
 
 from __future__ import annotations
@@ -41,13 +46,15 @@ def _child(mode: str, root: Path) -> dict[str, Any]:
 
     base = _peak_rss_mb()
     if mode == "loop":
-        loop = plain_loop(root)
-        seconds, runs = loop.seconds, len(loop.runs)
+        loop = plain_loop(root, keep_timings=False)
+        seconds, runs = loop.seconds, loop.count
+    elif mode in FLOORS:
+        seconds, runs = beam_floor(root, MODES[FLOORS[mode]])
     else:
         from bench.common import manifest
 
-        runs = len(manifest(root))
         seconds = run_pipeline(root, MODES[mode])
+        runs = len(manifest(root))  # after the run: the manifest is the benchmark's, not the pipeline's
     # Workers of the multi-process runner are this process's children, ended and waited for
     # by the runner: ru_maxrss of the children is the peak of the largest one.
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -59,6 +66,26 @@ def _child(mode: str, root: Path) -> dict[str, Any]:
 # process; the multi-process runner keeps it in the coordinator, and its workers hold only the
 # bundle they run, as Dataflow workers do (their shuffle is a service).
 MODES = {"pipeline": "in-process", "pipeline-mp": "multi-process x2"}
+FLOORS = {"floor": "pipeline", "floor-mp": "pipeline-mp"}  # the Beam floor of each pipeline mode
+
+
+def beam_floor(root: Path, mode: str) -> tuple[float, int]:
+    """(seconds, runs) to list the fleet and group the listings by run on the local runner."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from bench.common import manifest
+    from bench.pipeline import MODES as RUNNER_OPTIONS
+    from transforms.discover import ListRuns
+
+    runs = len(manifest(root))
+    started = time.perf_counter()
+    with beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions([], **RUNNER_OPTIONS[mode])) as p:
+        grouped = p | beam.Create([str(root.resolve())]) | beam.ParDo(ListRuns()) | beam.GroupByKey()
+        assert_that(grouped | beam.combiners.Count.Globally(), equal_to([runs]))
+    return time.perf_counter() - started, runs
 
 
 def measure(mode: str, root: Path) -> dict[str, Any]:
@@ -78,17 +105,19 @@ def run(quick: bool) -> list[dict[str, Any]]:
     small_n, large_n = (200, 1000) if quick else (1000, 10000)
     fleets = {n: small_file_fleet(11, n) for n in (small_n, large_n)}
     rows = []
-    for mode in ("loop", "pipeline", "pipeline-mp"):
+    for mode in ("loop", "floor", "pipeline", "floor-mp", "pipeline-mp"):
         got = {n: measure(mode, fleets[n]) for n in (small_n, large_n)}
         a, b = got[small_n], got[large_n]
-        label = {"loop": "plain loop", "pipeline": "pipeline in-process",
-                 "pipeline-mp": "pipeline multi-process x2"}[mode]
-        if mode == "pipeline-mp":
+        label = {"loop": "plain loop", "pipeline": "pipeline in-process", "pipeline-mp": "pipeline multi-process x2",
+                 "floor": "Beam floor in-process", "floor-mp": "Beam floor multi-process x2"}[mode]
+        if mode in ("pipeline-mp", "floor-mp"):
             rows += _peaks(f"{label}, largest worker", a["worker_peak_rss_mb"], b["worker_peak_rss_mb"], small_n, large_n)
             rows += _peaks(f"{label}, coordinator", a["peak_rss_mb"], b["peak_rss_mb"], small_n, large_n)
         else:
             rows += _peaks(label, a["peak_rss_mb"], b["peak_rss_mb"], small_n, large_n,
                            note=f"after imports {a['import_rss_mb']:.0f}")
+        if mode in FLOORS:
+            continue  # a floor's speed says nothing about grading
         rows += [
             row(f"{label}: runs/s at {small_n} runs", a["runs"] / a["seconds"], "runs/s"),
             row(f"{label}: runs/s at {large_n} runs (scaling)", b["runs"] / b["seconds"], "runs/s",
@@ -106,5 +135,5 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--child":
         print(json.dumps(_child(sys.argv[2], Path(sys.argv[3]))))
     else:
-        print("usage: python -m bench.memory --child loop|pipeline|pipeline-mp FLEET", file=sys.stderr)
+        print("usage: python -m bench.memory --child loop|floor|pipeline|floor-mp|pipeline-mp FLEET", file=sys.stderr)
         sys.exit(2)
