@@ -90,6 +90,21 @@ def test_new_run_and_config_change_regrade_only_what_they_must(fleet, tmp_path, 
     assert contents(out) == contents(fresh)
 
 
+def test_a_run_folder_that_is_gone_keeps_its_rows_and_state(fleet, tmp_path, caplog):
+    """History is kept: a run folder deleted from the input is neither regraded nor dropped."""
+    out = tmp_path / "out"
+    first = run(fleet, out, caplog)
+    before = contents(out)
+    gone = sorted((fleet / "ci-doctor").glob("run-*"))[0]
+    shutil.rmtree(gone)
+    second = run(fleet, out, caplog)
+    assert second == {"graded": 0, "dead-lettered": 0, "unchanged": first["graded"] + first["dead-lettered"] - 1,
+                      "outside": 0}
+    assert contents(out) == before
+    roots = [r["root"] for p in (out / "_state").rglob("*.parquet") for r in pq.read_table(p).to_pylist()]
+    assert sum(r.endswith("/" + gone.name) for r in roots) == 1
+
+
 def test_full_and_date_window(fleet, tmp_path, caplog):
     out = tmp_path / "out"
     first = run(fleet, out, caplog, "--since", "2026-11-29", "--until", "2026-11-29")
