@@ -147,12 +147,15 @@ def dead_letter_row(
     run_id: str | None = None,
     workflow: str | None = None,
     date: str | None = None,
+    error_class: str = "Error",
 ) -> dict[str, Any]:
-    """One input that could not be graded; workflow/date are null when undetermined."""
+    """One input that could not be graded; workflow/date are null when undetermined.
+
+    ``error_class`` names the class of an error given as text (one known only by name)."""
     if isinstance(error, BaseException):
         error_class, message = type(error).__name__, str(error) or type(error).__name__
     else:
-        error_class, message = "Error", error
+        message = error
     return {
         "workflow": workflow,
         "date": date,

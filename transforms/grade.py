@@ -122,8 +122,7 @@ def _failure_row(bad: tuple[Any, Any]) -> dict[str, Any]:
     row = dead_letter_row(
         getattr(meta, "root", "?"), "grade", message,
         run_id=getattr(meta, "run_id", None), workflow=getattr(meta, "workflow", None),
-        date=getattr(meta, "date", None),
+        date=getattr(meta, "date", None), error_class=error_class,
     )
-    row["error_class"] = error_class
     row["attempt"] = getattr(meta, "attempt", None)
     return row

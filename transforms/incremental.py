@@ -17,7 +17,7 @@ from graders.trace_rules.config import TraceConfig
 from schemas.state_table import STATE_TABLE
 from transforms.beamfiles import join
 from transforms.discover import ListRuns
-from transforms.sink import PART_NAME
+from transforms.sink import table_globs
 
 KEEP = "keep"
 
@@ -33,11 +33,8 @@ def _partition_values(path: str) -> tuple[str | None, str | None]:
 
 def read_table_rows(output: str, table: str) -> Iterator[dict[str, Any]]:
     """Every row an earlier run wrote to ``table``, with its partition columns."""
-    patterns = [join(output, f"{table}/*/*/{PART_NAME}")]
-    if table == STATE_TABLE:  # its one file of earlier builds, replaced at the next commit
-        patterns.append(join(output, f"{table}/{PART_NAME}"))
     metas = []
-    for pattern in patterns:
+    for pattern in table_globs(output, table):
         try:
             metas += [m for r in FileSystems.match([pattern]) for m in r.metadata_list]
         except Exception:  # nothing there yet (first run)
@@ -55,17 +52,17 @@ def read_table_rows(output: str, table: str) -> Iterator[dict[str, Any]]:
 LISTING, STATE = "listing", "state"  # the two sides of the state join
 
 
-class _ListingsAndState(beam.DoFn):
+class _ListingsAndState(ListRuns):
     """Either side of the state join, keyed by the run folder's full path."""
 
     def __init__(self, base: str, output: str) -> None:
+        super().__init__()
         self.base = base.rstrip("/")
         self.output = output
-        self.list_runs = ListRuns()
 
-    def process(self, side: str) -> Iterator[tuple[str, tuple[str, Any]]]:
+    def process(self, side: str) -> Iterator[tuple[str, tuple[str, Any]]]:  # type: ignore[override]
         if side == LISTING:
-            for root_rel, listing in self.list_runs.process(self.base):
+            for root_rel, listing in super().process(self.base):
                 yield join(self.base, root_rel), (LISTING, (root_rel, listing))
         else:
             for row in read_table_rows(self.output, STATE_TABLE):
@@ -150,7 +147,8 @@ class Decide(beam.DoFn):
         states = list(groups["state"])
         # Two rows for a folder only after a commit cut short while its run moved partitions:
         # either one heals (kept, or regraded with its rows dropped), but the same one each time.
-        previous = min(states, key=lambda s: sorted((k, str(v)) for k, v in s.items())) if states else None
+        previous = states[0] if len(states) == 1 else min(
+            states, key=lambda s: sorted((k, str(v)) for k, v in s.items()), default=None)
         if not listings:  # the input is gone: its rows stay (history), and so does its state
             if previous is not None:
                 yield beam.pvalue.TaggedOutput(KEEP, previous)

@@ -106,30 +106,14 @@ class StageRows(beam.DoFn):
 
     def process(self, row: dict[str, Any]) -> Iterator[tuple[PartitionKey, ChunkRef]]:
         key, row = self.key(row)
-        # Re-inserted on every row: ``pending`` is ordered from the least recently used.
-        rows = self.pending.pop(key, None) or []
+        rows = self.pending.setdefault(key, [])
         rows.append(row)
         self.pending_rows += 1
         if len(rows) >= _CHUNK_ROWS:
             self.pending_rows -= len(rows)
-            yield from self._add(key, rows)
-            return
-        self.pending[key] = rows
-        if self.pending_rows >= _PENDING_ROWS:
-            yield from self._pack_least_recent()
-
-    def _pack_least_recent(self) -> Iterator[tuple[PartitionKey, ChunkRef]]:
-        """Packs the partitions touched longest ago, down to half the pending rows.
-
-        Runs come roughly in folder order, so a partition not touched for a while is mostly
-        done: packing every pending partition made chunks of a row or two in a long history
-        (thousands of partitions), and their references grew with the fleet (make bench memory).
-        """
-        while self.pending_rows > _PENDING_ROWS // 2:
-            key = next(iter(self.pending))
-            rows = self.pending.pop(key)
-            self.pending_rows -= len(rows)
-            yield from self._add(key, rows)
+            yield from self._add(key, self.pending.pop(key))
+        elif self.pending_rows >= _PENDING_ROWS:
+            yield from self._pack_pending()
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         for ref in [*self._pack_pending(), *self._write()]:
@@ -272,11 +256,15 @@ class _Fault:
             self.remaining -= 1
 
 
+def table_globs(output: str, table: str, name: str = PART_NAME) -> list[str]:
+    """Globs of a table's files: ``name`` in each partition, and ``<table>/part-00000.parquet``,
+    a table's one file from before it was partitioned (``_state`` of earlier builds), which is
+    read like a partition and replaced by the partitions written."""
+    return [join(output, f"{table}/*/*/{name}"), join(output, f"{table}/{PART_NAME}")]
+
+
 def _table_files(output: str, table: str) -> list[str]:
-    # ``<table>/part-00000.parquet`` is a table's file from before it was partitioned (``_state``
-    # of earlier builds): replaced by the partitions written, it goes too.
-    patterns = [join(output, f"{table}/*/*/*"), join(output, f"{table}/{PART_NAME}")]
-    return [m.path for r in FileSystems.match(patterns) for m in r.metadata_list]
+    return [m.path for r in FileSystems.match(table_globs(output, table, "*")) for m in r.metadata_list]
 
 
 def commit(_: Any, actions: list[Action], output: str, staging: str, tables: list[str]) -> list[str]:
