@@ -18,7 +18,8 @@ def shared_dir() -> Path:
     for c in candidates:
         if (c / "conformance").is_dir():
             return c
-    raise RuntimeError(f"shared/ conformance corpora not found next to {REPO}")
+    raise RuntimeError(f"shared/ conformance corpora not found next to {REPO}; "
+                       "set FLEETGRADE_SHARED to the folder holding conformance/")
 
 
 @pytest.fixture(scope="session")
