@@ -223,48 +223,73 @@ def _alias_names(name: Any, tool: Any, tool_name: Any, mcp_tool: str, server_raw
 _cached_alias_names = functools.lru_cache(maxsize=8192, typed=True)(_alias_names)
 
 
-def dedupe_keys(call: dict[str, Any]) -> list[str]:
-    """All spellings under which a call may appear (name aliases x key-sorted arguments)."""
+def _call_names(call: dict[str, Any]) -> tuple[str, ...]:
+    """The normalized names a call may appear under (the name half of its dedupe keys)."""
     get = call.get
     mcp_tool = get("mcpToolName")
     fields = (get("name"), get("tool"), get("tool_name"), mcp_tool if isinstance(mcp_tool, str) else "",
               get("mcpServerName"))
     try:
-        names = _cached_alias_names(*fields)
+        return _cached_alias_names(*fields)
     except TypeError:  # an unhashable (non-string) name field: nothing to cache
-        names = _alias_names(*fields)
-    args_key = stable_stringify(get("arguments", UNDEFINED))
-    return [f"{n}|{args_key}" for n in names]
+        return _alias_names(*fields)
+
+
+def dedupe_keys(call: dict[str, Any]) -> list[str]:
+    """All spellings under which a call may appear (name aliases x key-sorted arguments)."""
+    args_key = stable_stringify(call.get("arguments", UNDEFINED))
+    return [f"{n}|{args_key}" for n in _call_names(call)]
 
 
 def merge_tool_calls(native: list[dict[str, Any]], gateway: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Native calls first, then gateway calls that do not duplicate an unconsumed native call."""
+    """Native calls first, then gateway calls that do not duplicate an unconsumed native call.
+
+    A gateway call duplicates the first unconsumed native call sharing one of its
+    :func:`dedupe_keys`, tried in key order. A key is a name and the arguments' text, so the
+    native calls are indexed by name first and their arguments are written out only for the
+    names some gateway call has (most calls of a large run never meet a namesake; writing
+    every call's arguments was most of the merge's time).
+    """
     if not native:
         return gateway
-    index: dict[str, list[int]] = {}
+    by_name: dict[str, list[int]] = {}
     for i, call in enumerate(native):
-        for key in dedupe_keys(call):
-            index.setdefault(key, []).append(i)
+        for name in _call_names(call):
+            by_name.setdefault(name, []).append(i)
+    args_keys: dict[int, str] = {}
+    # Per name, its native calls grouped by arguments text, in call order; built on first use.
+    buckets: dict[str, dict[str, list[int]]] = {}
     consumed: set[int] = set()
-    # Per key, the position of its first possibly unconsumed native call: consumption only
-    # grows, so skipping consumed entries once keeps repeated identical calls linear.
-    cursor: dict[str, int] = {}
+    # Per (name, arguments), the position of its first possibly unconsumed native call:
+    # consumption only grows, so skipping consumed entries once keeps repeats linear.
+    cursor: dict[tuple[str, str], int] = {}
     merged = list(native)
     for call in gateway:
+        names = [n for n in _call_names(call) if n in by_name]
         duplicate = False
-        for key in dedupe_keys(call):
-            bucket = index.get(key)
-            if not bucket:
-                continue
-            pos = cursor.get(key, 0)
-            while pos < len(bucket) and bucket[pos] in consumed:
-                pos += 1
-            cursor[key] = pos
-            if pos == len(bucket):
-                continue
-            consumed.add(bucket[pos])
-            duplicate = True
-            break
+        if names:
+            args_key = stable_stringify(call.get("arguments", UNDEFINED))
+            for name in names:
+                by_args = buckets.get(name)
+                if by_args is None:
+                    by_args = buckets[name] = {}
+                    for i in by_name[name]:
+                        key = args_keys.get(i)
+                        if key is None:
+                            key = args_keys[i] = stable_stringify(native[i].get("arguments", UNDEFINED))
+                        by_args.setdefault(key, []).append(i)
+                bucket = by_args.get(args_key)
+                if not bucket:
+                    continue
+                pos = cursor.get((name, args_key), 0)
+                while pos < len(bucket) and bucket[pos] in consumed:
+                    pos += 1
+                cursor[(name, args_key)] = pos
+                if pos == len(bucket):
+                    continue
+                consumed.add(bucket[pos])
+                duplicate = True
+                break
         if not duplicate:
             merged.append(call)
     return merged
