@@ -21,6 +21,7 @@ from graders.runfiles import local_run_files
 from graders.trace_rules.config import default_config
 from pipeline.synth import MANIFEST, SizeMix, SynthOptions, synth_fleet, synth_options
 from transforms.discover import ListRuns
+from transforms.heap import freeze_startup_heap
 from transforms.trace_verdicts import verdict_row
 
 BENCH_DIR = Path(os.environ.get("FLEETGRADE_BENCH_DIR", ".bench"))
@@ -101,6 +102,7 @@ def plain_loop(root: Path, plan: GradingPlan | None = None, keep_timings: bool =
     """
     plan = plan or default_plan()
     rules = default_config()
+    freeze_startup_heap()  # as a pipeline worker does in PrepareRun.setup
     out = LoopResult(0.0)
     started = time.perf_counter()
     if keep_timings:

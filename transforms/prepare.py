@@ -17,7 +17,7 @@ from graders.rows import dead_letter_row
 from graders.state import listing_digest
 from transforms.beamfiles import beam_run_files, join
 from transforms.discover import RunListing
-from transforms.heap import bound_heap_growth
+from transforms.heap import bound_heap_growth, freeze_startup_heap
 
 DEAD = "dead_letter"
 DEAD_STATE = "dead_state"  # (dead-letter row, listing digest, previous state) for the state table
@@ -64,6 +64,7 @@ class PrepareRun(beam.DoFn):
 
     def setup(self) -> None:
         bound_heap_growth()  # a worker: its heap must not grow with the runs it has read
+        freeze_startup_heap()  # nor its start-up objects be walked by every full collection
         self._count = 0
         self._started = time.monotonic()
         self._last_log = self._started

@@ -24,3 +24,25 @@ def test_a_c_library_without_mallopt_is_left_alone():
 
     with patch.object(heap, "_bounded", False), patch.object(heap.ctypes, "CDLL", return_value=NoMallopt()):
         assert heap.bound_heap_growth() is False
+
+
+def test_startup_objects_are_frozen_once_and_later_garbage_is_still_collected():
+    import gc
+    import weakref
+
+    with patch.object(heap, "_frozen", False):
+        heap.freeze_startup_heap()
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        heap.freeze_startup_heap()  # a second DoFn's setup changes nothing
+        assert gc.get_freeze_count() == frozen
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a cycle made after the freeze
+    ref = weakref.ref(a)
+    del a, b
+    gc.collect()
+    assert ref() is None
