@@ -45,19 +45,16 @@ def delivered(trace: dict[str, Any]) -> bool:
 def run_from_ghaw_trace(trace: dict[str, Any], task: str, run_id: str) -> Run:
     calls = trace.get("toolCalls")
     steps: list[Step] = []
+    append = steps.append
     for i, call in enumerate(calls if isinstance(calls, list) else [], 1):
         c = call if isinstance(call, dict) else {}
-        name = c.get("name") or c.get("tool") or ""
-        args = c.get("arguments")
-        steps.append(
-            Step(
-                step=i,
-                tool=name if isinstance(name, str) else str(name),
-                args=args if isinstance(args, dict) else {},
-                observation=_error_text(c) if "error" in c else "",  # most calls carry none
-                ok=not is_tool_failure(call),
-            )
-        )
+        get = c.get
+        name = get("name") or get("tool") or ""
+        args = get("arguments")
+        # Positional, in Step's field order: this runs once per tool call of every run.
+        append(Step(i, name if isinstance(name, str) else str(name), args if isinstance(args, dict) else {},
+                    _error_text(c) if "error" in c else "",  # most calls carry none
+                    not is_tool_failure(call)))
     return Run(task=task, run_id=run_id, ok=delivered(trace), steps=steps)
 
 

@@ -12,7 +12,7 @@ Verdict = Literal["clean-pass", "pass-with-warnings", "corrupt-success", "fail"]
 VERDICTS: tuple[Verdict, ...] = ("clean-pass", "pass-with-warnings", "corrupt-success", "fail")
 
 
-@dataclass
+@dataclass(slots=True)  # one per tool call of every run: slots make it cheaper to build
 class Step:
     step: int
     tool: str
