@@ -176,18 +176,50 @@ def _safe_ints(values: list[Any]) -> bool:
     return not values or (set(map(type, values)) == {int} and -_MAX_SAFE <= min(values) and max(values) <= _MAX_SAFE)
 
 
-def _numbers(raw: list[Any]) -> list[Any]:
-    """``Number(x) || 0`` of each value."""
+def _positions(values: list[Any], value: Any) -> Iterator[int]:
+    """Indices of ``value`` in ``values``, found by ``list.index`` (a C scan per hit)."""
+    i = -1
+    try:
+        while True:
+            i = values.index(value, i + 1)
+            yield i
+    except ValueError:
+        return
+
+
+def _numbers(raw: list[Any]) -> tuple[list[Any], bool]:
+    """``Number(x) || 0`` of each value, and whether all of them are ints within ±2**53.
+
+    A block of a large log is nearly all ints: the other values are found by type in C and
+    converted one by one, instead of testing every value in Python.
+    """
     if _safe_ints(raw):
-        return raw
-    return [x if type(x) is int and -_MAX_SAFE <= x <= _MAX_SAFE else js_number_or_zero(x) for x in raw]
+        return raw, True
+    types = list(map(type, raw))
+    out = list(raw)
+    for kind in set(types) - {int}:
+        for i in _positions(types, kind):
+            out[i] = js_number_or_zero(raw[i])
+    if int in types and not (-_MAX_SAFE <= min(out) and max(out) <= _MAX_SAFE):  # rare: huge ints
+        out = [x if type(x) is not int or -_MAX_SAFE <= x <= _MAX_SAFE else js_number_or_zero(x) for x in out]
+    return out, _safe_ints(out)
 
 
 def _models(raw: list[Any]) -> list[Any]:
     """``x || null`` of each value."""
-    if not raw or set(map(type, raw)) == {str}:
-        return [m or None for m in raw]
-    return [(m or None) if type(m) is str else (m if js_truthy(m) else None) for m in raw]
+    types = list(map(type, raw))
+    kinds = set(types)
+    if kinds <= {str} and "" not in raw:
+        return raw
+    out = list(raw)
+    for kind in kinds - {str}:
+        for i in _positions(types, kind):
+            out[i] = raw[i] if js_truthy(raw[i]) else None
+    if str in kinds:
+        # list.index compares by ==; only a string equals "" among JSON values.
+        for i in _positions(raw, ""):
+            out[i] = None
+    return out
 
 
 def _column(records: list[Any], name: str) -> list[Any]:
@@ -198,10 +230,10 @@ def _column(records: list[Any], name: str) -> list[Any]:
         return [None if r is None else getattr(r, name) for r in records]
 
 
-def _total(start: float, values: list[Any]) -> float:
+def _total(start: float, values: list[Any], safe_ints: bool) -> float:
     # JavaScript adds left to right in doubles; sum() is exact only for ints (and, from
     # Python 3.12, compensates float sums), so anything else is added one by one.
-    if type(start) is int and _safe_ints(values):
+    if type(start) is int and safe_ints:
         return start + sum(values)
     for v in values:
         start += v
@@ -233,16 +265,16 @@ def read_token_usage(files: RunFiles, rel: str | None, report: PreprocessReport)
         items.extend(kept)
         raw_in = _column(values, "input_tokens")
         raw_inputs.extend(raw_in)
-        inputs = _numbers(raw_in)
-        outputs = _numbers(_column(values, "output_tokens"))
-        durations = _numbers(_column(values, "duration_ms"))
+        inputs, inputs_safe = _numbers(raw_in)
+        outputs, outputs_safe = _numbers(_column(values, "output_tokens"))
+        durations, durations_safe = _numbers(_column(values, "duration_ms"))
         steps.inputs.extend(inputs)
         steps.outputs.extend(outputs)
         steps.durations.extend(durations)
         steps.models.extend(_models(_column(values, "model")))
-        usage.total_in = _total(usage.total_in, inputs)
-        usage.total_out = _total(usage.total_out, outputs)
-        usage.total_ms = _total(usage.total_ms, durations)
+        usage.total_in = _total(usage.total_in, inputs, inputs_safe)
+        usage.total_out = _total(usage.total_out, outputs, outputs_safe)
+        usage.total_ms = _total(usage.total_ms, durations, durations_safe)
     return usage
 
 

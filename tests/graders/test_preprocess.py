@@ -87,3 +87,34 @@ def test_preprocess_never_raises_on_arbitrary_files(contents):
     assert list(trace)[:3] == ["tokenUsageEntries", "agentUsage", "mcpGatewayEntries"]
     assert trace["totalRequests"] == len(trace["steps"])
     read_evals(files)
+
+
+# Token-usage columns: the block-wise conversions against their per-value definitions.
+_MAX_SAFE = 2**53
+_column_values = st.lists(
+    st.one_of(
+        st.integers(-(2**60), 2**60), st.integers(0, 50_000), st.integers(0, 50_000), st.floats(allow_nan=False),
+        st.booleans(), st.none(), st.sampled_from(["", "12", "1e3", "x", " 7 ", "Infinity", "gpt-4", "0"]),
+        st.lists(st.integers(0, 3), max_size=2), st.dictionaries(st.just("a"), st.integers(0, 3), max_size=1),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_column_values)
+def test_token_columns_match_their_per_value_definitions(raw):
+    from graders.jscompat import js_number_or_zero, js_truthy
+    from graders.preprocess import _models, _numbers, _total
+
+    numbers, safe = _numbers(list(raw))
+    expected = [x if type(x) is int and -_MAX_SAFE <= x <= _MAX_SAFE else js_number_or_zero(x) for x in raw]
+    assert [(type(v), v) for v in numbers] == [(type(v), v) for v in expected]
+    assert safe == all(type(v) is int and -_MAX_SAFE <= v <= _MAX_SAFE for v in expected)
+    total = 0
+    for v in expected:
+        total += v
+    got = _total(0, numbers, safe)
+    assert type(got) is type(total) and (got == total or (got != got and total != total))
+    models = _models(list(raw))
+    assert models == [(m or None) if type(m) is str else (m if js_truthy(m) else None) for m in raw]
