@@ -68,10 +68,15 @@ def gateway_tool_call(entry: dict[str, Any], in_place: bool = False) -> dict[str
     if server is None or server is UNDEFINED:
         server = get("server_id", UNDEFINED)
     own_tool = get("tool", UNDEFINED)
+    # ``tool || tool_name`` and ``name || tool || tool_name``: a gateway record has neither
+    # ``name`` nor ``tool`` as a rule, which needs no truthiness test (once per call of a run).
+    tool = tool_name if own_tool is UNDEFINED else _js_or(own_tool, tool_name)
+    own_name = get("name", UNDEFINED)
+    name = tool if own_name is UNDEFINED else _js_or(own_name, tool)
     call = entry if in_place else dict(entry)
     for key, value in (
-        ("name", _js_or(get("name", UNDEFINED), own_tool, tool_name)),
-        ("tool", _js_or(own_tool, tool_name)),
+        ("name", name),
+        ("tool", tool),
         ("arguments", own_args if own_args is not None and own_args is not UNDEFINED else args),
     ):
         if value is UNDEFINED:

@@ -69,3 +69,22 @@ def test_arguments_are_compared_key_sorted() -> None:
     native = [{"name": "view", "mcpServerName": "github", "arguments": {"a": 1, "b": 2}}]
     gateway = [{"name": "github-view", "arguments": {"b": 2, "a": 1}}]
     assert merge_tool_calls(native, gateway) == native
+
+
+_falsy_or_not = st.one_of(st.none(), st.sampled_from(["", "view", 0, 1, False, True]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["name", "tool", "tool_name"]), _falsy_or_not))
+def test_gateway_call_names_are_the_references_or_chains(fields: dict[str, Any]) -> None:
+    from graders.jscompat import UNDEFINED, js_truthy
+    from graders.toolcalls import gateway_tool_call
+
+    def js_or(*values: Any) -> Any:
+        return next((v for v in values[:-1] if js_truthy(v)), values[-1])
+
+    tool_name = fields.get("tool_name") if isinstance(fields.get("tool_name"), str) else UNDEFINED
+    tool = js_or(fields.get("tool", UNDEFINED), tool_name)
+    name = js_or(fields.get("name", UNDEFINED), fields.get("tool", UNDEFINED), tool_name)
+    call = gateway_tool_call(dict(fields))
+    assert call.get("tool", UNDEFINED) == tool and call.get("name", UNDEFINED) == name
