@@ -81,11 +81,12 @@ def grade_trace(
     """
     enabled = plan.enabled
     results = []
+    run_memo: dict[Any, Any] = {}
     for entry in enabled:
         if only is not None and entry.id not in only:
             continue
         config = entry.config if entry.config is not None else {}
-        ctx = GraderContext(config=config, grader_count=len(enabled), file_ir=file_ir)
+        ctx = GraderContext(config=config, grader_count=len(enabled), file_ir=file_ir, run_memo=run_memo)
         results.append(grade_one(entry, trace, ctx, executors))
     return results
 

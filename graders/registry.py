@@ -25,6 +25,9 @@ class GraderContext:
     config: Any = field(default_factory=dict)
     grader_count: int = 0
     file_ir: Any = None
+    # Values derived from the run's trace alone, computed by the first grader that needs them
+    # and shared by the run's other graders (``grade_trace`` gives a run's graders one dict).
+    run_memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 # A grader returns what a gh-aw grader returns: a number, None, or a result record

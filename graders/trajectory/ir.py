@@ -38,11 +38,40 @@ def get(obj: Any, key: str) -> Any:
     return obj.get(key, UNDEFINED) if isinstance(obj, dict) else UNDEFINED
 
 
+def _run_memo(trace: Trace, ctx: GraderContext | None) -> dict[Any, Any] | None:
+    """``ctx.run_memo``, emptied first if it holds another run's values (the trace and IR)."""
+    if ctx is None:
+        return None
+    memo = ctx.run_memo
+    owner = memo.get(_OWNER)
+    if owner is None or owner[0] is not trace or owner[1] is not ctx.file_ir:
+        memo.clear()
+        memo[_OWNER] = (trace, ctx.file_ir)
+    return memo
+
+
+_OWNER: Final = object()
+_CANDIDATES: Final = ("trajectory.candidates",)
+_OVERSIZED: Final = "trajectory.oversized"
+
+
 def candidates(trace: Trace, ctx: GraderContext | None, include_trace: bool) -> list[Record]:
     """Candidate IR records in priority order (only records count).
 
     ``include_trace`` puts the preprocessed trace itself first, as twelve of the graders do.
+    Searched once per run (every trajectory grader of the run asks); each caller gets its own list.
     """
+    memo = _run_memo(trace, ctx)
+    key = (_CANDIDATES, include_trace)
+    found: list[Record] | None = memo.get(key) if memo is not None else None
+    if found is None:
+        found = _candidates(trace, ctx, include_trace)
+        if memo is not None:
+            memo[key] = found
+    return list(found)
+
+
+def _candidates(trace: Trace, ctx: GraderContext | None, include_trace: bool) -> list[Record]:
     agent_output = get(trace, "agentOutput")
     ao = agent_output if is_record(agent_output) else None
     raw: list[Any] = [trace] if include_trace else []
@@ -57,10 +86,21 @@ def oversized_collection(trace: Trace, ctx: GraderContext | None) -> str | None:
     """The first IR collection longer than the cap, as ``<key>`` or ``reference.<key>``.
 
     Scans every candidate, the trace included, except the trace's own preprocessed
-    ``toolCalls`` (graders only scan that list linearly).
+    ``toolCalls`` (graders only scan that list linearly). Once per run, like :func:`candidates`.
     """
     if not is_record(trace):
         return None
+    memo = _run_memo(trace, ctx)
+    if memo is not None and _OVERSIZED in memo:
+        found: str | None = memo[_OVERSIZED]
+        return found
+    found = _oversized_collection(trace, ctx)
+    if memo is not None:
+        memo[_OVERSIZED] = found
+    return found
+
+
+def _oversized_collection(trace: Trace, ctx: GraderContext | None) -> str | None:
     for cand in [trace, *candidates(trace, ctx, include_trace=False)]:
         for key in IR_COLLECTION_KEYS:
             if cand is trace and key == "toolCalls":

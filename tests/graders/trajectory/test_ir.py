@@ -93,3 +93,27 @@ _EMPTY_TRACE: dict[str, Any] = {
     "totalInputTokens": 0, "totalOutputTokens": 0, "totalDurationMs": 0, "totalRequests": 0,
     "files": [], "artifacts": [],
 }
+
+
+def test_a_runs_graders_search_its_candidates_once_and_another_run_afresh() -> None:
+    from unittest.mock import patch
+
+    from graders.engine import grade_trace
+    from graders.plan import default_plan
+    from graders.trajectory import ir
+
+    trace = states("aba")
+    other = states("c")
+    with patch.object(ir, "_candidates", wraps=ir._candidates) as search, \
+         patch.object(ir, "_oversized_collection", wraps=ir._oversized_collection) as cap:
+        first = grade_trace(trace, default_plan())
+        assert search.call_count == 2 and cap.call_count == 1  # with and without the trace itself
+        assert grade_trace(trace, default_plan()) == first  # a second run gets its own memo
+        assert search.call_count == 4 and cap.call_count == 2
+
+    ctx = GraderContext()
+    assert candidates(trace, ctx, include_trace=True)[0] is trace
+    found = candidates(other, ctx, include_trace=True)  # same context, another trace: not reused
+    assert found[0] is other
+    found.append({})  # each caller gets its own list
+    assert len(candidates(other, ctx, include_trace=True)) == len(found) - 1
