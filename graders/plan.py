@@ -6,6 +6,7 @@ configuration, from the registry defaults. Its entries mirror ``grader_manifest.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -66,7 +67,8 @@ class PlanEntry:
 class GradingPlan:
     entries: tuple[PlanEntry, ...]
 
-    @property
+    # A plan is built once and read for every run: what derives from it is computed once.
+    @functools.cached_property
     def enabled(self) -> tuple[PlanEntry, ...]:
         return tuple(e for e in self.entries if e.enabled)
 
@@ -75,6 +77,10 @@ class GradingPlan:
 
     def digest(self) -> str:
         """SHA-256 of the canonical manifest: the ``config_digest`` column."""
+        return self._digest
+
+    @functools.cached_property
+    def _digest(self) -> str:
         return hashlib.sha256(orjson.dumps(self.manifest(), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 

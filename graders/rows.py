@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from typing import Any
@@ -20,8 +21,12 @@ def implementation_digest(entry: PlanEntry) -> str:
     if entry.digest:
         return entry.digest
     spec = registry.get(entry.id)
-    revision = spec.revision if spec else 0
-    return hashlib.sha256(f"fleetgrade/{entry.id}/r{revision}".encode()).hexdigest()
+    return _builtin_digest(entry.id, spec.revision if spec else 0)
+
+
+@functools.cache  # once per grader and revision, not once per row
+def _builtin_digest(grader_id: str, revision: int) -> str:
+    return hashlib.sha256(f"fleetgrade/{grader_id}/r{revision}".encode()).hexdigest()
 
 
 def _float(value: Any) -> float | None:
