@@ -68,9 +68,14 @@ def test_jsonl_round_trips_values(value):
                 max_size=60))
 def test_long_digit_run_detection_matches_the_regex(parts):
     import re
+    from unittest.mock import patch
 
+    import graders.jsonio
     from graders.jsonio import has_long_digit_run
 
     data = b"".join(parts)
-    for start in range(min(8, len(data) + 1)):  # every alignment of the 8-byte words
-        assert has_long_digit_run(data[start:]) == (re.search(rb"[0-9]{16}", data[start:]) is not None)
+    # Both scans: bytes.translate below graders.jsonio._NUMPY_FROM bytes, numpy words above.
+    for numpy_from in (graders.jsonio._NUMPY_FROM, 16):
+        with patch.object(graders.jsonio, "_NUMPY_FROM", numpy_from):
+            for start in range(min(8, len(data) + 1)):  # every alignment of the 8-byte words
+                assert has_long_digit_run(data[start:]) == (re.search(rb"[0-9]{16}", data[start:]) is not None)
