@@ -80,6 +80,10 @@ class GradingPlan:
         return self._digest
 
     @functools.cached_property
+    def _family_ids(self) -> dict[str, frozenset[str]]:
+        return {}
+
+    @functools.cached_property
     def _digest(self) -> str:
         return hashlib.sha256(orjson.dumps(self.manifest(), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
@@ -159,4 +163,9 @@ class PlanSet:
 
 
 def family_ids(plan: GradingPlan, family: str) -> frozenset[str]:
-    return frozenset(e.id for e in plan.enabled if family_of(e) == family)
+    """Ids of the plan's enabled entries in ``family`` (asked for every run: kept on the plan)."""
+    known = plan._family_ids
+    ids = known.get(family)
+    if ids is None:
+        ids = known[family] = frozenset(e.id for e in plan.enabled if family_of(e) == family)
+    return ids
