@@ -24,15 +24,27 @@ def is_tool_failure(call: Any) -> bool:
     )
 
 
+def _failure_count(trace: Trace, ctx: GraderContext | None) -> int:
+    """Failed tool calls, counted once per run (two graders ask)."""
+    memo = ctx.memo_for(trace) if ctx is not None else {}
+    count: int | None = memo.get(_FAILURES)
+    if count is None:
+        count = memo[_FAILURES] = sum(map(is_tool_failure, trace["toolCalls"]))
+    return count
+
+
+_FAILURES = "builtin.failures"
+
+
 def tool_success_rate(trace: Trace, ctx: GraderContext) -> float:
     calls = trace["toolCalls"]
     if not calls:
         return 1
-    return (len(calls) - sum(map(is_tool_failure, calls))) / len(calls)
+    return (len(calls) - _failure_count(trace, ctx)) / len(calls)
 
 
 def tool_failure_count(trace: Trace, ctx: GraderContext) -> int:
-    return sum(map(is_tool_failure, trace["toolCalls"]))
+    return _failure_count(trace, ctx)
 
 
 def retries(trace: Trace, ctx: GraderContext) -> int:
@@ -62,6 +74,17 @@ def _loop_args(c: dict[str, Any]) -> Any:
 
 
 _UNSET: Any = object()
+_NO_RECORD: dict[str, Any] = {}
+_NAMES = "builtin.call_names"
+
+
+def _call_names(trace: Trace, ctx: GraderContext | None) -> list[Any]:
+    """``call.name || call.tool`` of every call, once per run (two graders read them)."""
+    memo = ctx.memo_for(trace) if ctx is not None else {}
+    names: list[Any] | None = memo.get(_NAMES)
+    if names is None:
+        names = memo[_NAMES] = [_call_name(c if isinstance(c, dict) else _NO_RECORD) for c in trace["toolCalls"]]
+    return names
 
 
 def loops(trace: Trace, ctx: GraderContext) -> int:
@@ -77,11 +100,9 @@ def loops(trace: Trace, ctx: GraderContext) -> int:
     prev_name: str | None = None
     prev_args: Any = None
     prev_text: Any = _UNSET  # the previous call's JSON text, once written out
-    for call in trace["toolCalls"]:
-        c = call if isinstance(call, dict) else {}
-        name = _call_name(c)
+    for call, name in zip(trace["toolCalls"], _call_names(trace, ctx), strict=True):
         name_text = name if type(name) is str else js_string(name)
-        args = _loop_args(c)
+        args = _loop_args(call if isinstance(call, dict) else _NO_RECORD)
         if name_text == prev_name:
             if prev_text is _UNSET:
                 prev_text = js_stringify(prev_args)
@@ -100,12 +121,10 @@ def trajectory_efficiency(trace: Trace, ctx: GraderContext) -> float:
     calls = trace["toolCalls"]
     if not calls:
         return 1
-    names = set()
-    for call in calls:
-        c = call if isinstance(call, dict) else {}
-        name = _call_name(c)
-        names.add(name if type(name) is str else js_string(_or(name, "")))
-    return min(1, len(names) / len(calls))
+    names = _call_names(trace, ctx)
+    distinct = set(names) if set(map(type, names)) == {str} else {
+        name if type(name) is str else js_string(_or(name, "")) for name in names}
+    return min(1, len(distinct) / len(calls))
 
 
 def execution_step_count(trace: Trace, ctx: GraderContext) -> float:

@@ -29,6 +29,18 @@ class GraderContext:
     # and shared by the run's other graders (``grade_trace`` gives a run's graders one dict).
     run_memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
+    def memo_for(self, trace: Any) -> dict[Any, Any]:
+        """``run_memo``, emptied first if it holds values of another run (trace or IR file)."""
+        memo = self.run_memo
+        owner = memo.get(_OWNER)
+        if owner is None or owner[0] is not trace or owner[1] is not self.file_ir:
+            memo.clear()
+            memo[_OWNER] = (trace, self.file_ir)
+        return memo
+
+
+_OWNER: Any = object()
+
 
 # A grader returns what a gh-aw grader returns: a number, None, or a result record
 # ({value, passed?, message?, details?, ...}); normalization turns it into a result.

@@ -38,19 +38,6 @@ def get(obj: Any, key: str) -> Any:
     return obj.get(key, UNDEFINED) if isinstance(obj, dict) else UNDEFINED
 
 
-def _run_memo(trace: Trace, ctx: GraderContext | None) -> dict[Any, Any] | None:
-    """``ctx.run_memo``, emptied first if it holds another run's values (the trace and IR)."""
-    if ctx is None:
-        return None
-    memo = ctx.run_memo
-    owner = memo.get(_OWNER)
-    if owner is None or owner[0] is not trace or owner[1] is not ctx.file_ir:
-        memo.clear()
-        memo[_OWNER] = (trace, ctx.file_ir)
-    return memo
-
-
-_OWNER: Final = object()
 _CANDIDATES: Final = ("trajectory.candidates",)
 _OVERSIZED: Final = "trajectory.oversized"
 
@@ -61,7 +48,7 @@ def candidates(trace: Trace, ctx: GraderContext | None, include_trace: bool) -> 
     ``include_trace`` puts the preprocessed trace itself first, as twelve of the graders do.
     Searched once per run (every trajectory grader of the run asks); each caller gets its own list.
     """
-    memo = _run_memo(trace, ctx)
+    memo = ctx.memo_for(trace) if ctx is not None else None
     key = (_CANDIDATES, include_trace)
     found: list[Record] | None = memo.get(key) if memo is not None else None
     if found is None:
@@ -90,7 +77,7 @@ def oversized_collection(trace: Trace, ctx: GraderContext | None) -> str | None:
     """
     if not is_record(trace):
         return None
-    memo = _run_memo(trace, ctx)
+    memo = ctx.memo_for(trace) if ctx is not None else None
     if memo is not None and _OVERSIZED in memo:
         found: str | None = memo[_OVERSIZED]
         return found
