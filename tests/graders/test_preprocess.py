@@ -118,3 +118,24 @@ def test_token_columns_match_their_per_value_definitions(raw):
     assert type(got) is type(total) and (got == total or (got != got and total != total))
     models = _models(list(raw))
     assert models == [(m or None) if type(m) is str else (m if js_truthy(m) else None) for m in raw]
+
+
+def test_a_local_run_lists_regular_files_only_and_never_follows_a_symlink(tmp_path):
+    import os
+
+    from graders.runfiles import local_run_files
+
+    run = tmp_path / "run"
+    (run / "mcp-logs" / "deep").mkdir(parents=True)
+    (run / "aw_info.json").write_bytes(b"{}")
+    (run / "mcp-logs" / "gateway.jsonl").write_bytes(b"{}\n{}\n")
+    (run / "mcp-logs" / "deep" / "x.json").write_bytes(b"[]")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.json").write_bytes(b"{}")
+    os.symlink(outside / "secret.json", run / "agent_output.json")
+    os.symlink(outside, run / "sandbox")
+    os.mkfifo(run / "fifo")
+    files = local_run_files(run)
+    assert files.sizes == {"aw_info.json": 2, "mcp-logs/deep/x.json": 2, "mcp-logs/gateway.jsonl": 6}
+    assert files.read("mcp-logs/gateway.jsonl") == b"{}\n{}\n"
