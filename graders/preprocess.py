@@ -304,21 +304,32 @@ def read_gateway(files: RunFiles, rel: str | None, report: PreprocessReport) -> 
             event = r.event
             method = r.method
             payload = r.payload
-            # is_gateway_tool_call, inlined (same tests, same order); the call is built last.
-            is_call = (etype == "tool_call" or method == "tools/call" or event == "tool_call"
-                       or isinstance(r.tool_name, str)
-                       or (payload is not None and isinstance(payload.tool_name, str)))
-            # js_truthy(method), inlined: JSON values hold no NaN and no undefined.
-            if etype == "request" or etype == "response" or (method is not None and method != "" and method != 0):
-                requests.append(item)
             message = r.message
-            # /retry|retrying/i: for ASCII text a lower-cased substring test is exactly the
-            # regex, several times faster; other text keeps the regex's Unicode case folding.
-            if r.retry is True or event == "retry" or (type(message) is str and (
-                    "retry" in message.lower() if message.isascii() else _RETRY.search(message) is not None)):
-                retries.append(item)
-            if "error" in (r.level, etype, event):
-                errors.append(item)
+            if event is None and method is None and payload is None and r.tool_name is None and r.retry is None:
+                # The same tests with those five fields absent (most lines, e.g. plain logs).
+                is_call = etype == "tool_call"
+                if etype == "request" or etype == "response":
+                    requests.append(item)
+                if type(message) is str and (
+                        "retry" in message.lower() if message.isascii() else _RETRY.search(message) is not None):
+                    retries.append(item)
+                if etype == "error" or r.level == "error":
+                    errors.append(item)
+            else:
+                # is_gateway_tool_call, inlined (same tests, same order); the call is built last.
+                is_call = (etype == "tool_call" or method == "tools/call" or event == "tool_call"
+                           or isinstance(r.tool_name, str)
+                           or (payload is not None and isinstance(payload.tool_name, str)))
+                # js_truthy(method), inlined: JSON values hold no NaN and no undefined.
+                if etype == "request" or etype == "response" or (method is not None and method != "" and method != 0):
+                    requests.append(item)
+                # /retry|retrying/i: for ASCII text a lower-cased substring test is exactly the
+                # regex, several times faster; other text keeps the regex's Unicode case folding.
+                if r.retry is True or event == "retry" or (type(message) is str and (
+                        "retry" in message.lower() if message.isascii() else _RETRY.search(message) is not None)):
+                    retries.append(item)
+                if "error" in (r.level, etype, event):
+                    errors.append(item)
             if is_call:
                 # The call is the whole record (a minority of lines): a line is parsed again,
                 # into a dict nothing else references, and becomes the call in place; a value

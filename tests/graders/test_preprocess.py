@@ -139,3 +139,32 @@ def test_a_local_run_lists_regular_files_only_and_never_follows_a_symlink(tmp_pa
     files = local_run_files(run)
     assert files.sizes == {"aw_info.json": 2, "mcp-logs/deep/x.json": 2, "mcp-logs/gateway.jsonl": 6}
     assert files.read("mcp-logs/gateway.jsonl") == b"{}\n{}\n"
+
+
+_gateway_values = st.one_of(st.none(), st.booleans(), st.integers(0, 2), st.sampled_from(
+    ["", "log", "tool_call", "tools/call", "request", "response", "retry", "error", "debug", "Retrying now", "ok",
+     "RETRY", "réessayer retry", "x"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(
+    st.sampled_from(["type", "event", "method", "tool_name", "message", "retry", "level", "payload"]),
+    st.one_of(_gateway_values, st.fixed_dictionaries({}, optional={"tool_name": _gateway_values})),
+    max_size=5), max_size=12))
+def test_gateway_subsets_match_the_reference_filters(records):
+    import re
+
+    from graders.jscompat import js_truthy
+    from graders.toolcalls import is_gateway_tool_call
+
+    data = b"".join(orjson.dumps(r) + b"\n" for r in records)
+    trace = preprocess(memory_run_files({GATEWAY_PATHS[0]: data}))
+    retry = re.compile(r"retry|retrying", re.IGNORECASE)
+    requests = [r for r in records if r.get("type") in ("request", "response") or js_truthy(r.get("method"))]
+    retries = [r for r in records if r.get("retry") is True or r.get("event") == "retry"
+               or (isinstance(r.get("message"), str) and retry.search(r["message"]))]
+    errors = [r for r in records if "error" in (r.get("level"), r.get("type"), r.get("event"))]
+    assert list(trace["gatewayRequests"]) == requests
+    assert list(trace["retryEvents"]) == retries
+    assert list(trace["errorEvents"]) == errors
+    assert len(trace["toolCalls"]) == sum(map(is_gateway_tool_call, records))
