@@ -7,7 +7,7 @@ from typing import Any
 
 from graders.jscompat import UNDEFINED, js_number_or_zero, js_string, js_stringify, js_truthy
 from graders.lazyjson import JsonLines
-from graders.registry import GraderContext, GraderSpec, register
+from graders.registry import GraderContext, GraderSpec, per_run, register
 
 Trace = dict[str, Any]
 
@@ -26,14 +26,7 @@ def is_tool_failure(call: Any) -> bool:
 
 def _failure_count(trace: Trace, ctx: GraderContext | None) -> int:
     """Failed tool calls, counted once per run (two graders ask)."""
-    memo = ctx.memo_for(trace) if ctx is not None else {}
-    count: int | None = memo.get(_FAILURES)
-    if count is None:
-        count = memo[_FAILURES] = sum(map(is_tool_failure, trace["toolCalls"]))
-    return count
-
-
-_FAILURES = "builtin.failures"
+    return per_run(ctx, trace, "builtin.failures", lambda: sum(map(is_tool_failure, trace["toolCalls"])))
 
 
 def tool_success_rate(trace: Trace, ctx: GraderContext) -> float:
@@ -75,16 +68,12 @@ def _loop_args(c: dict[str, Any]) -> Any:
 
 _UNSET: Any = object()
 _NO_RECORD: dict[str, Any] = {}
-_NAMES = "builtin.call_names"
 
 
-def _call_names(trace: Trace, ctx: GraderContext | None) -> list[Any]:
+def _names_of_calls(trace: Trace, ctx: GraderContext | None) -> list[Any]:
     """``call.name || call.tool`` of every call, once per run (two graders read them)."""
-    memo = ctx.memo_for(trace) if ctx is not None else {}
-    names: list[Any] | None = memo.get(_NAMES)
-    if names is None:
-        names = memo[_NAMES] = [_call_name(c if isinstance(c, dict) else _NO_RECORD) for c in trace["toolCalls"]]
-    return names
+    return per_run(ctx, trace, "builtin.call_names",
+                   lambda: [_call_name(c if isinstance(c, dict) else _NO_RECORD) for c in trace["toolCalls"]])
 
 
 def loops(trace: Trace, ctx: GraderContext) -> int:
@@ -100,7 +89,7 @@ def loops(trace: Trace, ctx: GraderContext) -> int:
     prev_name: str | None = None
     prev_args: Any = None
     prev_text: Any = _UNSET  # the previous call's JSON text, once written out
-    for call, name in zip(trace["toolCalls"], _call_names(trace, ctx), strict=True):
+    for call, name in zip(trace["toolCalls"], _names_of_calls(trace, ctx), strict=True):
         name_text = name if type(name) is str else js_string(name)
         args = _loop_args(call if isinstance(call, dict) else _NO_RECORD)
         if name_text == prev_name:
@@ -121,7 +110,7 @@ def trajectory_efficiency(trace: Trace, ctx: GraderContext) -> float:
     calls = trace["toolCalls"]
     if not calls:
         return 1
-    names = _call_names(trace, ctx)
+    names = _names_of_calls(trace, ctx)
     distinct = set(names) if set(map(type, names)) == {str} else {
         name if type(name) is str else js_string(_or(name, "")) for name in names}
     return min(1, len(distinct) / len(calls))

@@ -79,6 +79,13 @@ class GradingPlan:
         """SHA-256 of the canonical manifest: the ``config_digest`` column."""
         return self._digest
 
+    def ids_in_family(self, family: str) -> frozenset[str]:
+        """Ids of the enabled entries in ``family`` (asked for every run: kept on the plan)."""
+        ids = self._family_ids.get(family)
+        if ids is None:
+            ids = self._family_ids[family] = frozenset(e.id for e in self.enabled if family_of(e) == family)
+        return ids
+
     @functools.cached_property
     def _family_ids(self) -> dict[str, frozenset[str]]:
         return {}
@@ -163,9 +170,4 @@ class PlanSet:
 
 
 def family_ids(plan: GradingPlan, family: str) -> frozenset[str]:
-    """Ids of the plan's enabled entries in ``family`` (asked for every run: kept on the plan)."""
-    known = plan._family_ids
-    ids = known.get(family)
-    if ids is None:
-        ids = known[family] = frozenset(e.id for e in plan.enabled if family_of(e) == family)
-    return ids
+    return plan.ids_in_family(family)

@@ -207,10 +207,10 @@ def _numbers(raw: list[Any]) -> tuple[list[Any], bool]:
 
 def _models(raw: list[Any]) -> list[Any]:
     """``x || null`` of each value."""
-    types = list(map(type, raw))
-    kinds = set(types)
+    kinds = set(map(type, raw))
     if kinds <= {str} and "" not in raw:
         return raw
+    types = list(map(type, raw))
     out = list(raw)
     for kind in kinds - {str}:
         for i in _positions(types, kind):
@@ -305,13 +305,16 @@ def read_gateway(files: RunFiles, rel: str | None, report: PreprocessReport) -> 
             method = r.method
             payload = r.payload
             message = r.message
+            # /retry|retrying/i: for ASCII text a lower-cased substring test is exactly the
+            # regex, several times faster; other text keeps the regex's Unicode case folding.
+            retry_text = type(message) is str and (
+                "retry" in message.lower() if message.isascii() else _RETRY.search(message) is not None)
             if event is None and method is None and payload is None and r.tool_name is None and r.retry is None:
                 # The same tests with those five fields absent (most lines, e.g. plain logs).
                 is_call = etype == "tool_call"
                 if etype == "request" or etype == "response":
                     requests.append(item)
-                if type(message) is str and (
-                        "retry" in message.lower() if message.isascii() else _RETRY.search(message) is not None):
+                if retry_text:
                     retries.append(item)
                 if etype == "error" or r.level == "error":
                     errors.append(item)
@@ -323,10 +326,7 @@ def read_gateway(files: RunFiles, rel: str | None, report: PreprocessReport) -> 
                 # js_truthy(method), inlined: JSON values hold no NaN and no undefined.
                 if etype == "request" or etype == "response" or (method is not None and method != "" and method != 0):
                     requests.append(item)
-                # /retry|retrying/i: for ASCII text a lower-cased substring test is exactly the
-                # regex, several times faster; other text keeps the regex's Unicode case folding.
-                if r.retry is True or event == "retry" or (type(message) is str and (
-                        "retry" in message.lower() if message.isascii() else _RETRY.search(message) is not None)):
+                if r.retry is True or event == "retry" or retry_text:
                     retries.append(item)
                 if "error" in (r.level, etype, event):
                     errors.append(item)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 Direction = Literal["higher_is_better", "lower_is_better"]
 Family = Literal["builtin", "trajectory"]
@@ -40,6 +40,19 @@ class GraderContext:
 
 
 _OWNER: Any = object()
+T = TypeVar("T")
+
+
+def per_run(ctx: GraderContext | None, trace: Any, key: Any, compute: Callable[[], T]) -> T:
+    """``compute()`` once per run: kept in ``ctx``'s run memo (computed each time without a ctx)."""
+    if ctx is None:
+        return compute()
+    memo = ctx.memo_for(trace)
+    if key in memo:
+        value: T = memo[key]
+        return value
+    value = memo[key] = compute()
+    return value
 
 
 # A grader returns what a gh-aw grader returns: a number, None, or a result record

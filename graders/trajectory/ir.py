@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from graders.jscompat import UNDEFINED, is_record, js_key_order, js_number
-from graders.registry import GraderContext
+from graders.registry import GraderContext, per_run
 
 Trace = dict[str, Any]
 Record = dict[str, Any]
@@ -38,23 +38,14 @@ def get(obj: Any, key: str) -> Any:
     return obj.get(key, UNDEFINED) if isinstance(obj, dict) else UNDEFINED
 
 
-_CANDIDATES: Final = ("trajectory.candidates",)
-_OVERSIZED: Final = "trajectory.oversized"
-
-
 def candidates(trace: Trace, ctx: GraderContext | None, include_trace: bool) -> list[Record]:
     """Candidate IR records in priority order (only records count).
 
     ``include_trace`` puts the preprocessed trace itself first, as twelve of the graders do.
     Searched once per run (every trajectory grader of the run asks); each caller gets its own list.
     """
-    memo = ctx.memo_for(trace) if ctx is not None else None
-    key = (_CANDIDATES, include_trace)
-    found: list[Record] | None = memo.get(key) if memo is not None else None
-    if found is None:
-        found = _candidates(trace, ctx, include_trace)
-        if memo is not None:
-            memo[key] = found
+    found = per_run(ctx, trace, ("trajectory.candidates", include_trace),
+                    lambda: _candidates(trace, ctx, include_trace))
     return list(found)
 
 
@@ -77,14 +68,7 @@ def oversized_collection(trace: Trace, ctx: GraderContext | None) -> str | None:
     """
     if not is_record(trace):
         return None
-    memo = ctx.memo_for(trace) if ctx is not None else None
-    if memo is not None and _OVERSIZED in memo:
-        found: str | None = memo[_OVERSIZED]
-        return found
-    found = _oversized_collection(trace, ctx)
-    if memo is not None:
-        memo[_OVERSIZED] = found
-    return found
+    return per_run(ctx, trace, "trajectory.oversized", lambda: _oversized_collection(trace, ctx))
 
 
 def _oversized_collection(trace: Trace, ctx: GraderContext | None) -> str | None:
