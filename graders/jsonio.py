@@ -135,20 +135,38 @@ _HIGHS: Final = np.uint64(0x8080808080808080)
 _NUMPY_FROM: Final = 4096
 
 
-def has_long_digit_run(data: bytes) -> bool:
+def has_long_digit_run(data: bytes | memoryview) -> bool:
     """Whether ``data`` holds 16 ASCII digits in a row (where an integer beyond 2**53 may be).
 
     Such a run covers a whole 8-byte-aligned word of digits; the words are tested with numpy
     first, several times faster than a byte-wise scan, and only a batch that has such a word
-    (rare in logs) is scanned exactly.
+    (rare in logs) is scanned exactly. A memoryview (a block's lines, uncopied) is copied
+    only for the exact scan.
     """
     if len(data) < _NUMPY_FROM:  # below this numpy's fixed cost (~5 µs) exceeds the scan
-        return len(data) >= 16 and data.translate(_DIGIT_MAP).find(_DIGIT_RUN) >= 0
+        return len(data) >= 16 and bytes(data).translate(_DIGIT_MAP).find(_DIGIT_RUN) >= 0
     n = len(data) // 8
     x = np.frombuffer(data, dtype="<u8", count=n) ^ _ZEROS
     if not (((x | (x + _SIXES)) & _HIGHS) == 0).any():
         return False
-    return data.translate(_DIGIT_MAP).find(_DIGIT_RUN) >= 0
+    return bytes(data).translate(_DIGIT_MAP).find(_DIGIT_RUN) >= 0
+
+
+class LineBatch(list[bytes]):
+    """The lines of one read block, with the block-wide answers of :func:`_screen` that the
+    block's own bytes give without a pass over its lines (``runfiles.iter_line_batches``).
+
+    ``long_digits``: whether the lines hold a 16-digit run (stripping and dropping blank lines
+    removes no digit and joins no two runs); ``short``: whether every stripped line is within
+    ``MAX_LINE_LENGTH`` bytes.
+    """
+
+    __slots__ = ("long_digits", "short")
+
+    def __init__(self, lines: list[bytes], long_digits: bool, short: bool) -> None:
+        super().__init__(lines)
+        self.long_digits = long_digits
+        self.short = short
 
 
 def parse_jsonl_items(lines: list[bytes], stats: JsonlStats, first_lineno: int = 1) -> tuple[list[Item], list[Any]]:
@@ -170,8 +188,12 @@ def _screen(lines: list[bytes]) -> tuple[list[bytes], bool, bool]:
     """The tests of a batch that need no parse: its trimmed non-blank lines, whether they hold a
     16-digit run, and whether a batch path may hold (no such run, no over-long line)."""
     kept: list[bytes] = list(filter(None, map(bytes.strip, lines)))
-    long_digits = has_long_digit_run(b"\n".join(kept))
-    return kept, long_digits, not long_digits and (not kept or max(map(len, kept)) <= MAX_LINE_LENGTH)
+    if type(lines) is LineBatch:
+        long_digits, short = lines.long_digits, lines.short
+    else:
+        long_digits = has_long_digit_run(b"\n".join(kept))
+        short = not kept or max(map(len, kept)) <= MAX_LINE_LENGTH
+    return kept, long_digits, not long_digits and short
 
 
 def _parse_screened(lines: list[bytes], stats: JsonlStats, first_lineno: int, kept: list[bytes],

@@ -15,6 +15,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO
 
+from graders.jsonio import MAX_LINE_LENGTH, LineBatch, has_long_digit_run
+
 # 64 KiB blocks keep a batch's parsed records in the CPU cache while they are used (1 MiB
 # blocks were markedly slower in make bench).
 READ_BLOCK = 1 << 16
@@ -62,7 +64,7 @@ class RunFiles:
                 yield line
         self.file_digests[rel] = hasher.hexdigest()
 
-    def iter_line_batches(self, rel: str, block_size: int | None = None) -> Iterator[list[bytes]]:
+    def iter_line_batches(self, rel: str, block_size: int | None = None) -> Iterator[LineBatch]:
         """Stream a file as batches of lines split on ``\\n`` (without it), one batch per block.
 
         Same lines, bytes and digest as :meth:`iter_lines`, but one read, one hash update and
@@ -83,14 +85,26 @@ class RunFiles:
                     pending.append(block)
                     continue
                 lines = block.split(b"\n")
-                if pending:
+                carried = bool(pending)
+                if carried:
                     pending.append(lines[0])
                     lines[0] = b"".join(pending)
                 last = lines.pop()
                 pending = [last] if last else []
-                yield lines
+                # The screen's answers from the block's bytes (jsonio.LineBatch): they hold
+                # this batch's lines, but for a head carried over from earlier blocks, which
+                # is tested on its own; no other line can be longer than the block.
+                body = memoryview(block)[: len(block) - len(last)]
+                head = lines[0] if carried else b""
+                long_digits = has_long_digit_run(body) or has_long_digit_run(head)
+                if block_size <= MAX_LINE_LENGTH:
+                    short = len(head.strip()) <= MAX_LINE_LENGTH
+                else:
+                    short = max(map(len, map(bytes.strip, lines))) <= MAX_LINE_LENGTH
+                yield LineBatch(lines, long_digits, short)
         if pending:
-            yield [b"".join(pending)]
+            line = b"".join(pending)
+            yield LineBatch([line], has_long_digit_run(line), len(line.strip()) <= MAX_LINE_LENGTH)
         self.file_digests[rel] = hasher.hexdigest()
 
     def under(self, prefix: str) -> list[str]:

@@ -78,4 +78,44 @@ def test_long_digit_run_detection_matches_the_regex(parts):
     for numpy_from in (graders.jsonio._NUMPY_FROM, 16):
         with patch.object(graders.jsonio, "_NUMPY_FROM", numpy_from):
             for start in range(min(8, len(data) + 1)):  # every alignment of the 8-byte words
-                assert has_long_digit_run(data[start:]) == (re.search(rb"[0-9]{16}", data[start:]) is not None)
+                expected = re.search(rb"[0-9]{16}", data[start:]) is not None
+                assert has_long_digit_run(data[start:]) == expected
+                assert has_long_digit_run(memoryview(data)[start:]) == expected
+
+
+_BLOCK_PARTS = [b"0", b"9", b"12345678", b"12345678901234567", b"{}", b'{"a":1}', b" ", b"\t", b"\r", b"\n", b"\n\n",
+                b"\xc2\xa0", b"x"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_BLOCK_PARTS), max_size=80), st.integers(1, 40))
+def test_a_blocks_screen_answers_are_those_of_its_lines(parts, block_size):
+    """``iter_line_batches`` answers the screen from each block's bytes; a plain list of the
+    same lines, screened line by line, gets the same answers, whatever the block boundaries."""
+    from graders.jsonio import LineBatch, _screen
+    from graders.runfiles import memory_run_files
+
+    data = b"".join(parts)
+    files = memory_run_files({"x.jsonl": data})
+    batches = list(files.iter_line_batches("x.jsonl", block_size=block_size))
+    assert all(type(b) is LineBatch for b in batches)
+    expected = data.split(b"\n")
+    if expected[-1] == b"":
+        expected.pop()
+    assert [line for b in batches for line in b] == expected
+    for batch in batches:
+        assert _screen(batch) == _screen(list(batch))
+
+
+def test_a_line_carried_over_many_blocks_is_screened_for_its_length():
+    from graders.jsonio import MAX_LINE_LENGTH, _screen
+    from graders.runfiles import memory_run_files
+
+    within = b"[" + b"0," * ((MAX_LINE_LENGTH - 3) // 2) + b"0]"
+    long = within + b"  "  # still within the limit once trimmed
+    too_long = b"[" + b"1," * (MAX_LINE_LENGTH // 2) + b"1]"
+    for body, short in ((long + b"\n{}\n", True), (b"{}\n" + too_long + b"\n{}\n", False), (too_long, False)):
+        files = memory_run_files({"x.jsonl": body})
+        batches = list(files.iter_line_batches("x.jsonl"))
+        assert [_screen(b) for b in batches] == [_screen(list(b)) for b in batches]
+        assert all(b.short for b in batches) is short
