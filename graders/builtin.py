@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from graders.jscompat import UNDEFINED, js_number_or_zero, js_string, js_stringify, js_truthy
-from graders.lazyjson import JsonLines
+from graders.lazyjson import JsonLines, SafeInts
 from graders.registry import GraderContext, GraderSpec, per_run, register
 
 Trace = dict[str, Any]
@@ -148,6 +148,9 @@ def working_set_rebuild_factor(trace: Trace, ctx: GraderContext) -> float | None
     raw = column if column is not None else [e.get("input_tokens") if isinstance(e, dict) else None for e in entries]
     total = 0
     peak = 0
+    if type(raw) is SafeInts and (not raw or min(raw) >= 0):
+        # All valid (safe non-negative ints, an absent one read as 0): sum and peak in C.
+        total, peak, raw = sum(raw), max(raw, default=0), []
     for value in raw:
         # _safe_nonneg_int's int case inlined: once per token record, nearly all of them ints.
         if type(value) is int:

@@ -213,7 +213,7 @@ def _parse_screened(lines: list[bytes], stats: JsonlStats, first_lineno: int, ke
 
 
 def parse_jsonl_records(lines: list[bytes], stats: JsonlStats, record_type: type[R],
-                        first_lineno: int = 1) -> tuple[list[Item], list[R | None]]:
+                        first_lineno: int = 1, strict_type: type[R] | None = None) -> tuple[list[Item], list[R | None]]:
     """:func:`parse_jsonl_items`, with each kept record seen as a ``record_type`` struct.
 
     The fast path decodes only the struct's fields (``records``), in C, and keeps the lines.
@@ -223,14 +223,17 @@ def parse_jsonl_records(lines: list[bytes], stats: JsonlStats, record_type: type
     line anyway (a float beyond range or bad UTF-8 in a field not read; ``load_item`` parses
     such a line as the reference does), and it rejects literal nulls and non-records. Any
     other batch takes the reference path (screened once) and views its values.
+
+    ``strict_type``, a narrower struct of the same fields, is tried first on the fast path:
+    the records are all of that type exactly when every line decodes into it.
     """
     kept, long_digits, batchable = _screen(lines)
     if kept and batchable:
-        try:
-            records = list(map(decoder(record_type).decode, kept))
-        except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError are ValueErrors
-            pass
-        else:
+        for rt in (record_type,) if strict_type is None else (strict_type, record_type):
+            try:
+                records = list(map(decoder(rt).decode, kept))
+            except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError are ValueErrors
+                continue
             stats.lines += len(lines)
             stats.blank += len(lines) - len(kept)
             return cast(list[Item], kept), cast(list[R | None], records)

@@ -92,10 +92,21 @@ class LazyList(Sequence[Any]):
         return f"{type(self).__name__}({self.materialize()!r})"
 
 
+class SafeInts(list[int]):
+    """A column whose values are all ints within ±(2**53 - 1), an absent field read as 0.
+
+    Preprocessing builds one where every record decoded so (``records.TokenInts``), and a
+    reader may then sum and compare the column in C instead of testing each value.
+    """
+
+    __slots__ = ()
+
+
 class JsonLines(LazyList):
     """Parsed JSONL records kept as their lines; ``columns`` holds fields extracted at parse time.
 
-    A column is the raw ``record.get(field)`` of every record (None for non-records), in order.
+    A column is the raw ``record.get(field)`` of every record (None for non-records), in order,
+    or a :class:`SafeInts` of it.
     """
 
     __slots__ = ("columns", "items")

@@ -20,8 +20,8 @@ from graders.jsonio import (
     parse_jsonl_items,
     parse_jsonl_records,
 )
-from graders.lazyjson import Item, JsonLines, TokenSteps, load_item
-from graders.records import EventRecord, GatewayRecord, R, TokenRecord
+from graders.lazyjson import Item, JsonLines, SafeInts, TokenSteps, load_item
+from graders.records import EventRecord, GatewayRecord, R, TokenInts, TokenRecord
 from graders.runfiles import RunFiles
 from graders.toolcalls import gateway_tool_call, merge_tool_calls, native_tool_calls
 
@@ -94,9 +94,12 @@ def _jsonl_batches(files: RunFiles, rel: str | None, report: PreprocessReport,
     report.skipped_lines(rel, stats)
 
 
-def _record_batches(files: RunFiles, rel: str | None, report: PreprocessReport, record_type: type[R]) -> Iterator[Batch]:
-    """The same pairs, the values seen as ``record_type`` structs (None for non-records)."""
-    return _jsonl_batches(files, rel, report, lambda b, stats, n: parse_jsonl_records(b, stats, record_type, n))
+def _record_batches(files: RunFiles, rel: str | None, report: PreprocessReport, record_type: type[R],
+                    strict_type: type[R] | None = None) -> Iterator[Batch]:
+    """The same pairs, the values seen as ``record_type`` structs (None for non-records), or as
+    ``strict_type`` structs where a whole block decodes so (``jsonio.parse_jsonl_records``)."""
+    return _jsonl_batches(files, rel, report,
+                          lambda b, stats, n: parse_jsonl_records(b, stats, record_type, n, strict_type))
 
 
 def _read_jsonl(files: RunFiles, rel: str | None, report: PreprocessReport) -> list[Any]:
@@ -255,19 +258,28 @@ def read_token_usage(files: RunFiles, rel: str | None, report: PreprocessReport)
     """Token-usage records, their steps and totals, in one pass over the file.
 
     Records are kept as lines (``lazyjson``); the raw ``input_tokens`` column is kept for the
-    working-set grader, which reads it before ``Number()``.
+    working-set grader, which reads it before ``Number()``: a ``SafeInts`` when every block
+    decoded as ``TokenInts`` (real logs), which that grader sums in C.
     """
     items: list[Item] = []
     raw_inputs: list[Any] = []
     steps = TokenSteps([], [], [], [])
     usage = TokenUsage(JsonLines(items, {"input_tokens": raw_inputs}), steps)
-    for kept, values in _record_batches(files, rel, report, TokenRecord):
+    all_safe = True
+    for kept, values in _record_batches(files, rel, report, TokenRecord, TokenInts):
         items.extend(kept)
         raw_in = _column(values, "input_tokens")
+        if values and type(values[0]) is TokenInts:
+            # Every count a safe int (absent: 0): ``Number(x) || 0`` is the value itself.
+            inputs, inputs_safe = raw_in, True
+            outputs, outputs_safe = _column(values, "output_tokens"), True
+            durations, durations_safe = _column(values, "duration_ms"), True
+        else:
+            all_safe = all_safe and not values
+            inputs, inputs_safe = _numbers(raw_in)
+            outputs, outputs_safe = _numbers(_column(values, "output_tokens"))
+            durations, durations_safe = _numbers(_column(values, "duration_ms"))
         raw_inputs.extend(raw_in)
-        inputs, inputs_safe = _numbers(raw_in)
-        outputs, outputs_safe = _numbers(_column(values, "output_tokens"))
-        durations, durations_safe = _numbers(_column(values, "duration_ms"))
         steps.inputs.extend(inputs)
         steps.outputs.extend(outputs)
         steps.durations.extend(durations)
@@ -275,6 +287,8 @@ def read_token_usage(files: RunFiles, rel: str | None, report: PreprocessReport)
         usage.total_in = _total(usage.total_in, inputs, inputs_safe)
         usage.total_out = _total(usage.total_out, outputs, outputs_safe)
         usage.total_ms = _total(usage.total_ms, durations, durations_safe)
+    if all_safe:
+        usage.entries.columns["input_tokens"] = SafeInts(raw_inputs)
     return usage
 
 

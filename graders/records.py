@@ -14,7 +14,7 @@ else, or a read value would differ from ``JSON.parse`` (see ``jsonio.parse_jsonl
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 
@@ -26,6 +26,25 @@ class TokenRecord(msgspec.Struct, gc=False):
     output_tokens: Any = None
     duration_ms: Any = None
     model: Any = None
+
+
+# JavaScript's safe integers: every operation on them is exact in doubles and in Python ints.
+SafeInt = Annotated[int, msgspec.Meta(ge=-(2**53 - 1), le=2**53 - 1)]
+
+
+class TokenInts(TokenRecord, gc=False):
+    """A token-usage line whose counts are all safe integers, or absent (read as 0).
+
+    Real logs hold nothing else; a block that decodes into these needs no per-value
+    ``Number()`` (``preprocess.read_token_usage``). An absent count reads as 0, which every
+    reader treats as it treats an absent one (``Number(undefined) || 0`` is 0, and 0 adds
+    nothing to a sum or a peak); any other value fails the decode and the block is read as
+    ``TokenRecord``.
+    """
+
+    input_tokens: SafeInt = 0
+    output_tokens: SafeInt = 0
+    duration_ms: SafeInt = 0
 
 
 class GatewayPayload(msgspec.Struct, gc=False):

@@ -168,3 +168,45 @@ def test_gateway_subsets_match_the_reference_filters(records):
     assert list(trace["retryEvents"]) == retries
     assert list(trace["errorEvents"]) == errors
     assert len(trace["toolCalls"]) == sum(map(is_gateway_tool_call, records))
+
+
+_token_counts = st.one_of(
+    st.integers(0, 50_000), st.integers(0, 50_000), st.integers(0, 50_000), st.integers(-(2**53 - 1), 2**53 - 1),
+    st.sampled_from([2**53 - 1, -(2**53 - 1), 2**53, -(2**53), 2**60, 0, -1]), st.none(), st.booleans(),
+    st.floats(allow_nan=False, allow_infinity=False), st.sampled_from(["12", "", "x", "1e3"]),
+)
+_token_lines = st.lists(st.one_of(
+    st.fixed_dictionaries({}, optional={"input_tokens": _token_counts, "output_tokens": _token_counts,
+                                        "duration_ms": _token_counts, "model": st.sampled_from(["m", "", None, 3])}),
+    st.just([1])), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_token_lines, st.sampled_from([48, 200, 1 << 16]))
+def test_strict_token_blocks_read_as_the_general_path_does(records, block):
+    """Blocks decoded as ``TokenInts`` (safe-int counts, absent as 0) give the steps, totals,
+    records and working-set factor that the general ``TokenRecord`` path gives."""
+    from unittest.mock import patch
+
+    import graders.preprocess
+    import graders.runfiles
+    from graders.builtin import working_set_rebuild_factor
+    from graders.lazyjson import SafeInts
+
+    files = {TOKEN_USAGE_PATHS[0]: jl(*records)}
+
+    def read(strict):
+        with patch.object(graders.runfiles, "READ_BLOCK", block), patch.object(graders.preprocess, "TokenInts", strict):
+            trace = preprocess(memory_run_files(files))
+        return trace, working_set_rebuild_factor(trace, None)
+
+    (fast, fast_ws), (general, general_ws) = read(graders.preprocess.TokenInts), read(None)
+    assert list(fast["steps"]) == list(general["steps"])
+    assert list(fast["tokenUsageEntries"]) == list(general["tokenUsageEntries"]) == records
+    for key in ("totalInputTokens", "totalOutputTokens", "totalDurationMs", "totalRequests"):
+        assert (type(fast[key]), fast[key]) == (type(general[key]), general[key])
+    assert fast_ws == general_ws
+    column = fast["tokenUsageEntries"].columns["input_tokens"]
+    safe = all(isinstance(r, dict) and all(type(r.get(k, 0)) is int and abs(r.get(k, 0)) < 2**53
+                                            for k in ("input_tokens", "output_tokens", "duration_ms")) for r in records)
+    assert (type(column) is SafeInts) == safe
