@@ -208,6 +208,19 @@ def _numbers(raw: list[Any]) -> tuple[list[Any], bool]:
     return out, _safe_ints(out)
 
 
+def _int_or_str_numbers(raw: list[Any]) -> tuple[list[Any], bool]:
+    """:func:`_numbers` of a ``TokenInts`` column: safe ints, which are their own number, and
+    (rarely) strings; ``raw`` itself when it holds no string."""
+    if str not in set(map(type, raw)):
+        return raw, True
+    out = list(raw)
+    converted = []
+    for i in _positions(list(map(type, raw)), str):
+        out[i] = n = js_number_or_zero(raw[i])
+        converted.append(n)
+    return out, all(type(n) is int and -_MAX_SAFE <= n <= _MAX_SAFE for n in converted)
+
+
 def _models(raw: list[Any]) -> list[Any]:
     """``x || null`` of each value."""
     kinds = set(map(type, raw))
@@ -270,10 +283,10 @@ def read_token_usage(files: RunFiles, rel: str | None, report: PreprocessReport)
         items.extend(kept)
         raw_in = _column(values, "input_tokens")
         if values and type(values[0]) is TokenInts:
-            # Every count a safe int (absent: 0): ``Number(x) || 0`` is the value itself.
-            inputs, inputs_safe = raw_in, True
-            outputs, outputs_safe = _column(values, "output_tokens"), True
-            durations, durations_safe = _column(values, "duration_ms"), True
+            inputs, inputs_safe = _int_or_str_numbers(raw_in)
+            outputs, outputs_safe = _int_or_str_numbers(_column(values, "output_tokens"))
+            durations, durations_safe = _int_or_str_numbers(_column(values, "duration_ms"))
+            all_safe = all_safe and inputs is raw_in
         else:
             all_safe = all_safe and not values
             inputs, inputs_safe = _numbers(raw_in)

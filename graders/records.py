@@ -33,18 +33,18 @@ SafeInt = Annotated[int, msgspec.Meta(ge=-(2**53 - 1), le=2**53 - 1)]
 
 
 class TokenInts(TokenRecord, gc=False):
-    """A token-usage line whose counts are all safe integers, or absent (read as 0).
+    """A token-usage line whose counts are safe integers or strings, or absent (read as 0).
 
-    Real logs hold nothing else; a block that decodes into these needs no per-value
-    ``Number()`` (``preprocess.read_token_usage``). An absent count reads as 0, which every
-    reader treats as it treats an absent one (``Number(undefined) || 0`` is 0, and 0 adds
-    nothing to a sum or a peak); any other value fails the decode and the block is read as
-    ``TokenRecord``.
+    Real logs hold little else (a string count is ``Number()``-converted, rarely); a block
+    that decodes into these needs no per-value type tests for its ints, whose range msgspec
+    checked (``preprocess.read_token_usage``). An absent count reads as 0, which every reader
+    treats as it treats an absent one (``Number(undefined) || 0`` is 0, and 0 adds nothing to
+    a sum or a peak); any other value fails the decode and the block is read as ``TokenRecord``.
     """
 
-    input_tokens: SafeInt = 0
-    output_tokens: SafeInt = 0
-    duration_ms: SafeInt = 0
+    input_tokens: SafeInt | str = 0
+    output_tokens: SafeInt | str = 0
+    duration_ms: SafeInt | str = 0
 
 
 class GatewayPayload(msgspec.Struct, gc=False):
