@@ -258,17 +258,26 @@ _INDEX_KEY: Final = re.compile(rb'[{,]"(?:0|[1-9]\d*)":')
 _SORT_UNSAFE: Final = re.compile(rb"[\xee-\xf4]")
 
 
+# Where either pattern above can match: a digit before ".", "e" or "E", or before '":'. The
+# patterns scan slowly (~2 µs on a short text, per call of every tool call), so the text is
+# first mapped (digits to "0", the three float marks to ".", quotes and colons kept, all else
+# to " ") and searched for "0." and '0":' in C; only a text that has one is scanned exactly.
+_SHAPE: Final = bytes(
+    0x30 if 0x30 <= i <= 0x39 else 0x2E if i in b".eE" else i if i in b'":' else 0x20 for i in range(256))
+
+
 def _orjson_text(value: Any, sort_keys: bool) -> str | None:
     try:
         out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else 0)
     except (TypeError, orjson.JSONEncodeError):  # undefined, lone surrogates, big integers
         return None
-    if _FLOAT_TOKEN.search(out):
+    shape = out.translate(_SHAPE)
+    if b"0." in shape and _FLOAT_TOKEN.search(out):
         return None
     if sort_keys:
         if not out.isascii() and _SORT_UNSAFE.search(out):
             return None
-    elif _INDEX_KEY.search(out):
+    elif b'0":' in shape and _INDEX_KEY.search(out):
         return None
     return out.decode()
 

@@ -86,3 +86,14 @@ def test_orjson_fast_path_writes_exactly_the_reference_text(value):
 
     assert stable_stringify(value) == _stable_stringify(value)
     assert js_stringify(value) == _stringify(value)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from([b"0", b"7", b".", b"e", b"E", b'"', b":", b",", b"{", b"[", b"-", b"a", b"\xc3\xa9"]),
+                max_size=30).map(b"".join))
+def test_the_shape_precheck_never_hides_a_pattern_match(text):
+    from graders.jscompat import _FLOAT_TOKEN, _INDEX_KEY, _SHAPE
+
+    shape = text.translate(_SHAPE)
+    assert b"0." in shape or not _FLOAT_TOKEN.search(text)
+    assert b'0":' in shape or not _INDEX_KEY.search(text)
