@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from graders.jscompat import UNDEFINED, js_number_or_zero, js_string, js_stringify, js_truthy
-from graders.lazyjson import JsonLines, SafeInts
+from graders.lazyjson import JsonLines, SafeInts, positions
 from graders.registry import GraderContext, GraderSpec, per_run, register
 
 Trace = dict[str, Any]
@@ -140,6 +140,23 @@ def _safe_nonneg_int(value: Any) -> int | None:
     return n
 
 
+def _counted_ints(raw: list[Any]) -> list[int] | None:
+    """The column as the working-set grader counts it, when that needs no per-value test:
+    ints and strings only (a string is never counted, so it reads as 0), every int within
+    0..2**53 - 1. Otherwise None."""
+    if type(raw) is not SafeInts:
+        kinds = set(map(type, raw))
+        if not kinds <= {int, str}:
+            return None
+        if str in kinds:
+            raw = list(raw)
+            for i in positions(list(map(type, raw)), str):
+                raw[i] = 0
+    if raw and (min(raw) < 0 or max(raw) > _MAX_SAFE_INT):
+        return None
+    return raw
+
+
 def working_set_rebuild_factor(trace: Trace, ctx: GraderContext) -> float | None:
     """Cumulative / peak of valid ``input_tokens``; null when the peak is 0."""
     entries = trace["tokenUsageEntries"]
@@ -148,9 +165,9 @@ def working_set_rebuild_factor(trace: Trace, ctx: GraderContext) -> float | None
     raw = column if column is not None else [e.get("input_tokens") if isinstance(e, dict) else None for e in entries]
     total = 0
     peak = 0
-    if type(raw) is SafeInts and (not raw or min(raw) >= 0):
-        # All valid (safe non-negative ints, an absent one read as 0): sum and peak in C.
-        total, peak, raw = sum(raw), max(raw, default=0), []
+    ints = _counted_ints(raw)
+    if ints is not None:
+        total, peak, raw = sum(ints), max(ints, default=0), []
     for value in raw:
         # _safe_nonneg_int's int case inlined: once per token record, nearly all of them ints.
         if type(value) is int:

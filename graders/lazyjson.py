@@ -92,6 +92,17 @@ class LazyList(Sequence[Any]):
         return f"{type(self).__name__}({self.materialize()!r})"
 
 
+def positions(values: list[Any], value: Any) -> Iterator[int]:
+    """Indices of ``value`` in ``values`` (a column), found by ``list.index``: a C scan per hit."""
+    i = -1
+    try:
+        while True:
+            i = values.index(value, i + 1)
+            yield i
+    except ValueError:
+        return
+
+
 class SafeInts(list[int]):
     """A column whose values are all ints within ±(2**53 - 1), an absent field read as 0.
 

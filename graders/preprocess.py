@@ -20,7 +20,7 @@ from graders.jsonio import (
     parse_jsonl_items,
     parse_jsonl_records,
 )
-from graders.lazyjson import Item, JsonLines, SafeInts, TokenSteps, load_item
+from graders.lazyjson import Item, JsonLines, SafeInts, TokenSteps, load_item, positions
 from graders.records import EventRecord, GatewayRecord, R, TokenInts, TokenRecord
 from graders.runfiles import RunFiles
 from graders.toolcalls import gateway_tool_call, merge_tool_calls, native_tool_calls
@@ -179,17 +179,6 @@ def _safe_ints(values: list[Any]) -> bool:
     return not values or (set(map(type, values)) == {int} and -_MAX_SAFE <= min(values) and max(values) <= _MAX_SAFE)
 
 
-def _positions(values: list[Any], value: Any) -> Iterator[int]:
-    """Indices of ``value`` in ``values``, found by ``list.index`` (a C scan per hit)."""
-    i = -1
-    try:
-        while True:
-            i = values.index(value, i + 1)
-            yield i
-    except ValueError:
-        return
-
-
 def _numbers(raw: list[Any]) -> tuple[list[Any], bool]:
     """``Number(x) || 0`` of each value, and whether all of them are ints within ±2**53.
 
@@ -201,7 +190,7 @@ def _numbers(raw: list[Any]) -> tuple[list[Any], bool]:
     types = list(map(type, raw))
     out = list(raw)
     for kind in set(types) - {int}:
-        for i in _positions(types, kind):
+        for i in positions(types, kind):
             out[i] = js_number_or_zero(raw[i])
     if int in types and not (-_MAX_SAFE <= min(out) and max(out) <= _MAX_SAFE):  # rare: huge ints
         out = [x if type(x) is not int or -_MAX_SAFE <= x <= _MAX_SAFE else js_number_or_zero(x) for x in out]
@@ -215,7 +204,7 @@ def _int_or_str_numbers(raw: list[Any]) -> tuple[list[Any], bool]:
         return raw, True
     out = list(raw)
     converted = []
-    for i in _positions(list(map(type, raw)), str):
+    for i in positions(list(map(type, raw)), str):
         out[i] = n = js_number_or_zero(raw[i])
         converted.append(n)
     return out, all(type(n) is int and -_MAX_SAFE <= n <= _MAX_SAFE for n in converted)
@@ -229,11 +218,11 @@ def _models(raw: list[Any]) -> list[Any]:
     types = list(map(type, raw))
     out = list(raw)
     for kind in kinds - {str}:
-        for i in _positions(types, kind):
+        for i in positions(types, kind):
             out[i] = raw[i] if js_truthy(raw[i]) else None
     if str in kinds:
         # list.index compares by ==; only a string equals "" among JSON values.
-        for i in _positions(raw, ""):
+        for i in positions(raw, ""):
             out[i] = None
     return out
 

@@ -39,3 +39,11 @@ def test_a_safe_int_column_is_summed_as_its_definition(raw: list[int]) -> None:
 
     as_column = {"tokenUsageEntries": JsonLines([b"{}"] * len(raw), {"input_tokens": SafeInts(raw)})}
     assert working_set_rebuild_factor(as_column, None) == reference(raw)  # type: ignore[arg-type]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 20_000), st.integers(-3, 3), st.sampled_from([2**53 - 1, 2**53]),
+                          st.sampled_from(["12", "", "x"])), max_size=30))
+def test_an_int_and_string_column_is_summed_as_its_definition(raw: list[Any]) -> None:
+    as_column = {"tokenUsageEntries": JsonLines([b"{}"] * len(raw), {"input_tokens": raw})}
+    assert working_set_rebuild_factor(as_column, None) == reference(raw)  # type: ignore[arg-type]
