@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from graders.trace_rules.config import default_config
 from graders.trace_rules.ghaw import run_from_ghaw_trace, task_key
 from graders.trace_rules.verdicts import grade
@@ -40,3 +43,19 @@ def test_task_key():
     assert task_key({"context": {"issue": {"number": 9}}}, "w") == "w#9"
     assert task_key({"event": {"pull_request": {"number": 11}}}, "w") == "w#11"
     assert task_key({"issue_number": True, "pr_number": "x1"}, "w") == "w"
+
+
+_call_values = st.one_of(st.none(), st.booleans(), st.sampled_from(["error", "failure", "success", "", "x"]), st.integers(0, 1),
+                         st.fixed_dictionaries({}, optional={"message": st.sampled_from(["boom", 3])}))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(
+    st.dictionaries(st.sampled_from(["name", "tool", "success", "completed", "status", "error", "arguments"]),
+                    _call_values, max_size=5),
+    st.none(), st.integers(), st.lists(st.none(), max_size=1)), max_size=8))
+def test_a_step_fails_by_the_tool_success_rate_rule(calls):
+    from graders.builtin import is_tool_failure
+
+    run = run_from_ghaw_trace({"toolCalls": calls}, "t", "r")
+    assert [s.ok for s in run.steps] == [not is_tool_failure(c) for c in calls]
