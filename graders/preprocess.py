@@ -179,34 +179,28 @@ def _safe_ints(values: list[Any]) -> bool:
     return not values or (set(map(type, values)) == {int} and -_MAX_SAFE <= min(values) and max(values) <= _MAX_SAFE)
 
 
-def _numbers(raw: list[Any]) -> tuple[list[Any], bool]:
-    """``Number(x) || 0`` of each value, and whether all of them are ints within ±2**53.
+def _numbers(raw: list[Any], ints_in_range: bool = False) -> tuple[list[Any], bool]:
+    """``Number(x) || 0`` of each value, and whether all of them are ints within ±2**53;
+    ``raw`` itself when it holds only such ints.
 
     A block of a large log is nearly all ints: the other values are found by type in C and
-    converted one by one, instead of testing every value in Python.
+    converted one by one, instead of testing every value in Python. ``ints_in_range``: the
+    caller knows every int is within range (a ``TokenInts`` column), so none is tested.
     """
-    if _safe_ints(raw):
-        return raw, True
-    types = list(map(type, raw))
-    out = list(raw)
-    for kind in set(types) - {int}:
-        for i in positions(types, kind):
-            out[i] = js_number_or_zero(raw[i])
-    if int in types and not (-_MAX_SAFE <= min(out) and max(out) <= _MAX_SAFE):  # rare: huge ints
-        out = [x if type(x) is not int or -_MAX_SAFE <= x <= _MAX_SAFE else js_number_or_zero(x) for x in out]
-    return out, _safe_ints(out)
-
-
-def _int_or_str_numbers(raw: list[Any]) -> tuple[list[Any], bool]:
-    """:func:`_numbers` of a ``TokenInts`` column: safe ints, which are their own number, and
-    (rarely) strings; ``raw`` itself when it holds no string."""
-    if str not in set(map(type, raw)):
+    kinds = set(map(type, raw))
+    if kinds <= {int} and (ints_in_range or not raw or (-_MAX_SAFE <= min(raw) and max(raw) <= _MAX_SAFE)):
         return raw, True
     out = list(raw)
     converted = []
-    for i in positions(list(map(type, raw)), str):
-        out[i] = n = js_number_or_zero(raw[i])
-        converted.append(n)
+    types = list(map(type, raw))
+    for kind in kinds - {int}:
+        for i in positions(types, kind):
+            out[i] = n = js_number_or_zero(raw[i])
+            converted.append(n)
+    if not ints_in_range and int in kinds and not (-_MAX_SAFE <= min(out) and max(out) <= _MAX_SAFE):
+        # rare: huge ints
+        out = [x if type(x) is not int or -_MAX_SAFE <= x <= _MAX_SAFE else js_number_or_zero(x) for x in out]
+        return out, _safe_ints(out)
     return out, all(type(n) is int and -_MAX_SAFE <= n <= _MAX_SAFE for n in converted)
 
 
@@ -271,16 +265,11 @@ def read_token_usage(files: RunFiles, rel: str | None, report: PreprocessReport)
     for kept, values in _record_batches(files, rel, report, TokenRecord, TokenInts):
         items.extend(kept)
         raw_in = _column(values, "input_tokens")
-        if values and type(values[0]) is TokenInts:
-            inputs, inputs_safe = _int_or_str_numbers(raw_in)
-            outputs, outputs_safe = _int_or_str_numbers(_column(values, "output_tokens"))
-            durations, durations_safe = _int_or_str_numbers(_column(values, "duration_ms"))
-            all_safe = all_safe and inputs is raw_in
-        else:
-            all_safe = all_safe and not values
-            inputs, inputs_safe = _numbers(raw_in)
-            outputs, outputs_safe = _numbers(_column(values, "output_tokens"))
-            durations, durations_safe = _numbers(_column(values, "duration_ms"))
+        strict = bool(values) and type(values[0]) is TokenInts  # ints in range, or strings
+        inputs, inputs_safe = _numbers(raw_in, strict)
+        outputs, outputs_safe = _numbers(_column(values, "output_tokens"), strict)
+        durations, durations_safe = _numbers(_column(values, "duration_ms"), strict)
+        all_safe = all_safe and (not values or (strict and inputs is raw_in))
         raw_inputs.extend(raw_in)
         steps.inputs.extend(inputs)
         steps.outputs.extend(outputs)

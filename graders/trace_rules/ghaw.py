@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from graders.builtin import is_tool_failure
 from graders.trace_rules.model import Run, Step
 
 OBSERVATION_CHARS = 200
@@ -50,14 +51,10 @@ def run_from_ghaw_trace(trace: dict[str, Any], task: str, run_id: str) -> Run:
         get = c.get
         name = get("name") or get("tool") or ""
         args = get("arguments")
-        has_error = "error" in c
-        # is_tool_failure inlined (same tests, same order): this runs once per tool call of every run.
-        failed = (c is call and (get("success") is False or get("completed") is False
-                                 or get("status") in ("error", "failure") or has_error))
-        # Positional, in Step's field order.
+        # Positional, in Step's field order: this runs once per tool call of every run.
         append(Step(i, name if isinstance(name, str) else str(name), args if isinstance(args, dict) else {},
-                    _error_text(c) if has_error else "",  # most calls carry none
-                    not failed))
+                    _error_text(c) if "error" in c else "",  # most calls carry none
+                    not is_tool_failure(call)))
     return Run(task=task, run_id=run_id, ok=delivered(trace), steps=steps)
 
 
