@@ -21,7 +21,7 @@ import orjson
 
 from graders.jscompat import js_trim, utf16_len
 from graders.lazyjson import Item, Parsed
-from graders.records import R, decoder, view
+from graders.records import DIGIT_SAFE, R, decoder, view
 
 MAX_FILE_SIZE: Final = 50 * 1024 * 1024
 MAX_LINE_LENGTH: Final = 1024 * 1024
@@ -156,17 +156,26 @@ class LineBatch(list[bytes]):
     """The lines of one read block, with the block-wide answers of :func:`_screen` that the
     block's own bytes give without a pass over its lines (``runfiles.iter_line_batches``).
 
-    ``long_digits``: whether the lines hold a 16-digit run (stripping and dropping blank lines
-    removes no digit and joins no two runs); ``short``: whether every stripped line is within
-    ``MAX_LINE_LENGTH`` bytes.
+    ``short``: whether every stripped line is within ``MAX_LINE_LENGTH`` bytes. ``long_digits``:
+    whether the lines hold a 16-digit run (stripping and dropping blank lines removes no digit
+    and joins no two runs), scanned from ``sources`` (the block's bytes holding the lines) when
+    first asked: a batch of digit-safe records is never asked (``records.DIGIT_SAFE``).
     """
 
-    __slots__ = ("long_digits", "short")
+    __slots__ = ("_long_digits", "short", "sources")
 
-    def __init__(self, lines: list[bytes], long_digits: bool, short: bool) -> None:
+    def __init__(self, lines: list[bytes], sources: tuple[bytes | memoryview, ...], short: bool) -> None:
         super().__init__(lines)
-        self.long_digits = long_digits
+        self.sources = sources
         self.short = short
+        self._long_digits: bool | None = None
+
+    @property
+    def long_digits(self) -> bool:
+        if self._long_digits is None:
+            self._long_digits = any(map(has_long_digit_run, self.sources))
+            self.sources = ()
+        return self._long_digits
 
 
 def parse_jsonl_items(lines: list[bytes], stats: JsonlStats, first_lineno: int = 1) -> tuple[list[Item], list[Any]]:
@@ -184,15 +193,26 @@ def parse_jsonl_items(lines: list[bytes], stats: JsonlStats, first_lineno: int =
     return _parse_screened(lines, stats, first_lineno, *_screen(lines))
 
 
+def _kept(lines: list[bytes]) -> tuple[list[bytes], bool]:
+    """A batch's trimmed non-blank lines, and whether none is over the length limit."""
+    kept: list[bytes] = list(filter(None, map(bytes.strip, lines)))
+    if type(lines) is LineBatch:
+        return kept, lines.short
+    return kept, not kept or max(map(len, kept)) <= MAX_LINE_LENGTH
+
+
+def _long_digits(lines: list[bytes], kept: list[bytes]) -> bool:
+    """Whether the kept lines of a batch hold a 16-digit run."""
+    if type(lines) is LineBatch:
+        return lines.long_digits
+    return has_long_digit_run(b"\n".join(kept))
+
+
 def _screen(lines: list[bytes]) -> tuple[list[bytes], bool, bool]:
     """The tests of a batch that need no parse: its trimmed non-blank lines, whether they hold a
     16-digit run, and whether a batch path may hold (no such run, no over-long line)."""
-    kept: list[bytes] = list(filter(None, map(bytes.strip, lines)))
-    if type(lines) is LineBatch:
-        long_digits, short = lines.long_digits, lines.short
-    else:
-        long_digits = has_long_digit_run(b"\n".join(kept))
-        short = not kept or max(map(len, kept)) <= MAX_LINE_LENGTH
+    kept, short = _kept(lines)
+    long_digits = _long_digits(lines, kept)
     return kept, long_digits, not long_digits and short
 
 
@@ -217,8 +237,8 @@ def parse_jsonl_records(lines: list[bytes], stats: JsonlStats, record_type: type
     """:func:`parse_jsonl_items`, with each kept record seen as a ``record_type`` struct.
 
     The fast path decodes only the struct's fields (``records``), in C, and keeps the lines.
-    It holds when the batch passes :func:`parse_jsonl_items`'s tests for its own batch path
-    that do not need a parse (:func:`_screen`) and msgspec decodes every line into the struct;
+    It holds when no line of the batch is over the length limit, msgspec decodes every line
+    into the struct, and the batch holds no 16-digit run unless the struct is digit-safe;
     msgspec then accepts a line only where orjson does or where the reference path keeps the
     line anyway (a float beyond range or bad UTF-8 in a field not read; ``load_item`` parses
     such a line as the reference does), and it rejects literal nulls and non-records. Any
@@ -227,9 +247,14 @@ def parse_jsonl_records(lines: list[bytes], stats: JsonlStats, record_type: type
     ``strict_type``, a narrower struct of the same fields, is tried first on the fast path:
     the records are all of that type exactly when every line decodes into it.
     """
-    kept, long_digits, batchable = _screen(lines)
-    if kept and batchable:
+    kept, short = _kept(lines)
+    if kept and short:
         for rt in (record_type,) if strict_type is None else (strict_type, record_type):
+            # A 16-digit run may be an integer beyond 2**53, which JavaScript reads as a double:
+            # only a digit-safe struct can hold one and still be read as JSON.parse's record
+            # (records.DIGIT_SAFE). Most of a large run's lines are such records.
+            if rt not in DIGIT_SAFE and _long_digits(lines, kept):
+                continue
             try:
                 records = list(map(decoder(rt).decode, kept))
             except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError are ValueErrors
@@ -237,7 +262,8 @@ def parse_jsonl_records(lines: list[bytes], stats: JsonlStats, record_type: type
             stats.lines += len(lines)
             stats.blank += len(lines) - len(kept)
             return cast(list[Item], kept), cast(list[R | None], records)
-    items, values = _parse_screened(lines, stats, first_lineno, kept, long_digits, batchable)
+    long_digits = _long_digits(lines, kept)
+    items, values = _parse_screened(lines, stats, first_lineno, kept, long_digits, not long_digits and short)
     return items, [view(record_type, v) for v in values]
 
 

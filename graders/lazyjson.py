@@ -33,22 +33,33 @@ class Parsed:
 Item = bytes | Parsed
 
 
+# A 16-digit run, the only place an integer beyond 2**53 can be: digits mapped to "0", the
+# rest to ".", then one find (``jsonio.has_long_digit_run``, for a line).
+_DIGIT_MAP = bytes(0x30 if 0x30 <= i <= 0x39 else 0x2E for i in range(256))
+_DIGIT_RUN = b"0" * 16
+
+
 def load_item(item: Item) -> Any:
     """The record of a kept line: ``JSON.parse``'s value of it.
 
-    A bytes item is a stripped line without 16-digit runs that orjson accepted (then its
-    value is exactly ``JSON.parse``'s), or that the reference path would also have kept while
-    orjson refuses it (a float beyond range, bad UTF-8 in a field preprocessing does not
-    read; ``jsonio.parse_jsonl_records``): that one is parsed as the reference parses it.
+    A bytes item is a stripped line that orjson accepted, or that the reference path would
+    also have kept while orjson refuses it (a float beyond range, bad UTF-8 in a field
+    preprocessing does not read; ``jsonio.parse_jsonl_records``). orjson's value is exactly
+    ``JSON.parse``'s unless the line holds an integer beyond 2**53, which only a line with a
+    16-digit run can: that line, like one orjson refuses, is parsed as the reference parses it.
     """
     if type(item) is not bytes:
         return item.value  # type: ignore[union-attr]
     try:
-        return orjson.loads(item)
+        value = orjson.loads(item)
     except orjson.JSONDecodeError:
-        from graders.jsonio import parse_json  # jsonio imports this module
+        pass
+    else:
+        if len(item) < 16 or item.translate(_DIGIT_MAP).find(_DIGIT_RUN) < 0:
+            return value
+    from graders.jsonio import parse_json  # jsonio imports this module
 
-        return parse_json(item)
+    return parse_json(item)
 
 
 class LazyList(Sequence[Any]):

@@ -45,6 +45,7 @@ class TokenInts(TokenRecord, gc=False):
     input_tokens: SafeInt | str = 0
     output_tokens: SafeInt | str = 0
     duration_ms: SafeInt | str = 0
+    model: str | None = None
 
 
 class GatewayPayload(msgspec.Struct, gc=False):
@@ -88,6 +89,13 @@ class EventRecord(msgspec.Struct, gc=False):
     data: EventData | None = None  # None also when data is not a record
     timestamp: Any = None
 
+
+# Structs whose decoded values are JSON.parse's even where a line holds an integer beyond
+# 2**53 (which JavaScript reads as a double, and msgspec exactly): TokenInts holds only safe
+# ints and strings; GatewayRecord's values are only compared with strings, True, None and 0
+# (preprocess.read_gateway), which a double and the exact integer pass alike. Their blocks are
+# not scanned for 16-digit runs (jsonio.parse_jsonl_records); the lines kept are, when loaded.
+DIGIT_SAFE: frozenset[type[msgspec.Struct]] = frozenset({TokenInts, GatewayRecord})
 
 R = TypeVar("R", bound=msgspec.Struct)
 _NESTED: dict[type[msgspec.Struct], dict[str, type[msgspec.Struct]]] = {

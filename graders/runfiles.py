@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO
 
-from graders.jsonio import MAX_LINE_LENGTH, LineBatch, has_long_digit_run
+from graders.jsonio import MAX_LINE_LENGTH, LineBatch
 
 # 64 KiB blocks keep a batch's parsed records in the CPU cache while they are used (1 MiB
 # blocks were markedly slower in make bench).
@@ -96,15 +96,14 @@ class RunFiles:
                 # is tested on its own; no other line can be longer than the block.
                 body = memoryview(block)[: len(block) - len(last)]
                 head = lines[0] if carried else b""
-                long_digits = has_long_digit_run(body) or has_long_digit_run(head)
                 if block_size <= MAX_LINE_LENGTH:
                     short = len(head.strip()) <= MAX_LINE_LENGTH
                 else:
                     short = max(map(len, map(bytes.strip, lines))) <= MAX_LINE_LENGTH
-                yield LineBatch(lines, long_digits, short)
+                yield LineBatch(lines, (body, head), short)
         if pending:
             line = b"".join(pending)
-            yield LineBatch([line], has_long_digit_run(line), len(line.strip()) <= MAX_LINE_LENGTH)
+            yield LineBatch([line], (line,), len(line.strip()) <= MAX_LINE_LENGTH)
         self.file_digests[rel] = hasher.hexdigest()
 
     def under(self, prefix: str) -> list[str]:

@@ -170,6 +170,37 @@ def test_gateway_subsets_match_the_reference_filters(records):
     assert len(trace["toolCalls"]) == sum(map(is_gateway_tool_call, records))
 
 
+_big_ints = st.sampled_from([12345678901234567890, -(2**60) - 1, 2**53 + 1, 9007199254740993, 10**15])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.fixed_dictionaries(
+    {"type": st.sampled_from(["tool_call", "log", "request"])},
+    optional={"method": _big_ints | _gateway_values, "arguments": st.dictionaries(st.sampled_from(["id", "n"]), _big_ints),
+              "tool_name": st.sampled_from(["t", None]), "level": _big_ints | st.just("error")}),
+    max_size=10), st.sampled_from([40, 1 << 16]))
+def test_gateway_lines_with_big_integers_read_as_json_parse_reads_them(records, block):
+    """Gateway blocks are not scanned for 16-digit runs (records.DIGIT_SAFE): a kept line that
+    holds an integer beyond 2**53 still loads as JSON.parse's record, the integer a double."""
+    from unittest.mock import patch
+
+    import graders.runfiles
+    from graders.jsonio import JsonlStats, iter_jsonl
+    from graders.toolcalls import is_gateway_tool_call
+
+    lines = [orjson.dumps(r) for r in records]
+    with patch.object(graders.runfiles, "READ_BLOCK", block):
+        trace = preprocess(memory_run_files({GATEWAY_PATHS[0]: b"\n".join(lines) + b"\n"}))
+    reference = list(iter_jsonl(lines, JsonlStats()))  # the reference path: big ints are doubles
+    entries = list(trace["mcpGatewayEntries"])
+    assert repr(entries) == repr(reference)
+    calls = [c for c in trace["toolCalls"] if "arguments" in c]
+    assert repr([c["arguments"] for c in calls]) == repr(
+        [r["arguments"] for r in reference if is_gateway_tool_call(r) and "arguments" in r])
+    errors = [r for r in reference if r.get("level") == "error"]
+    assert repr(list(trace["errorEvents"])) == repr(errors)
+
+
 _token_counts = st.one_of(
     st.integers(0, 50_000), st.integers(0, 50_000), st.integers(0, 50_000), st.integers(-(2**53 - 1), 2**53 - 1),
     st.sampled_from([2**53 - 1, -(2**53 - 1), 2**53, -(2**53), 2**60, 0, -1]), st.none(), st.booleans(),
@@ -177,7 +208,7 @@ _token_counts = st.one_of(
 )
 _token_lines = st.lists(st.one_of(
     st.fixed_dictionaries({}, optional={"input_tokens": _token_counts, "output_tokens": _token_counts,
-                                        "duration_ms": _token_counts, "model": st.sampled_from(["m", "", None, 3])}),
+                                        "duration_ms": _token_counts, "model": st.sampled_from(["m", "", None, 3, 2**60, {"v": 2**60}])}),
     st.just([1])), max_size=30)
 
 
@@ -207,10 +238,11 @@ def test_strict_token_blocks_read_as_the_general_path_does(records, block):
         assert (type(fast[key]), fast[key]) == (type(general[key]), general[key])
     assert fast_ws == general_ws
     column = fast["tokenUsageEntries"].columns["input_tokens"]
-    # A SafeInts when every block decodes as TokenInts and no input count is a string; safe
-    # ints of up to 15 digits, since a 16-digit run sends its block to the reference path.
+    # A SafeInts when every block decodes as TokenInts (safe-int or string counts, a string or
+    # null model; 16-digit runs included: TokenInts is digit-safe) and no input count is a string.
     counts = [r.get(k, 0) if isinstance(r, dict) else None for r in records
               for k in ("input_tokens", "output_tokens", "duration_ms")]
-    safe = all(type(v) is str or (type(v) is int and abs(v) < 10**15) for v in counts) and not any(
-        type(r.get("input_tokens")) is str for r in records if isinstance(r, dict))
+    safe = (all(type(v) is str or (type(v) is int and abs(v) < 2**53) for v in counts)
+            and all(type(r.get("model")) in (str, type(None)) for r in records if isinstance(r, dict))
+            and not any(type(r.get("input_tokens")) is str for r in records if isinstance(r, dict)))
     assert (type(column) is SafeInts) == safe
