@@ -18,7 +18,7 @@ from typing import Any
 from graders.plan import GradingPlan, default_plan
 from graders.prepare import grade_prepared, prepare_run
 from graders.runfiles import local_run_files
-from graders.trace_rules.config import default_config
+from graders.trace_rules.config import TraceConfig, default_config
 from pipeline.synth import MANIFEST, SizeMix, SynthOptions, synth_fleet, synth_options
 from transforms.discover import ListRuns
 from transforms.heap import freeze_startup_heap
@@ -110,24 +110,29 @@ def plain_loop(root: Path, plan: GradingPlan | None = None, keep_timings: bool =
     else:
         entries = ((folder, "") for folder, _ in ListRuns().process(str(root.resolve())))
     for folder, tier in entries:
-        t0 = time.perf_counter()
-        files = local_run_files(root / folder)
-        graded = True
-        t1 = t0
-        try:
-            prep = prepare_run(files, folder)
-            t1 = time.perf_counter()
-            grade_prepared(prep, plan)
-            verdict_row(prep, rules)
-        except Exception:  # a dead letter in the pipeline
-            graded = False
-        t2 = time.perf_counter()
+        timing = loop_one(root, folder, tier, plan, rules)
         out.count += 1
         if keep_timings:
-            out.runs.append(RunTiming(folder, tier, t2 - t0, t1 - t0, files.bytes_read,
-                                      sorted(files.file_digests), graded))
+            out.runs.append(timing)
     out.seconds = time.perf_counter() - started
     return out
+
+
+def loop_one(root: Path, folder: str, tier: str, plan: GradingPlan, rules: TraceConfig) -> RunTiming:
+    """The plain loop's work on one run folder, timed."""
+    t0 = time.perf_counter()
+    files = local_run_files(root / folder)
+    graded = True
+    t1 = t0
+    try:
+        prep = prepare_run(files, folder)
+        t1 = time.perf_counter()
+        grade_prepared(prep, plan)
+        verdict_row(prep, rules)
+    except Exception:  # a dead letter in the pipeline
+        graded = False
+    t2 = time.perf_counter()
+    return RunTiming(folder, tier, t2 - t0, t1 - t0, files.bytes_read, sorted(files.file_digests), graded)
 
 
 def row(name: str, value: float, unit: str, *, baseline: float | None = None, ratio: float | None = None,
