@@ -17,6 +17,8 @@ from typing import Any, overload
 
 import orjson
 
+from graders.digits import has_long_digit_run
+
 
 class Parsed:
     """A value that is not kept as its line: the line needed the slow (reference) parse path."""
@@ -31,12 +33,6 @@ class Parsed:
 
 
 Item = bytes | Parsed
-
-
-# A 16-digit run, the only place an integer beyond 2**53 can be: digits mapped to "0", the
-# rest to ".", then one find (``jsonio.has_long_digit_run``, for a line).
-_DIGIT_MAP = bytes(0x30 if 0x30 <= i <= 0x39 else 0x2E for i in range(256))
-_DIGIT_RUN = b"0" * 16
 
 
 def load_item(item: Item) -> Any:
@@ -55,7 +51,7 @@ def load_item(item: Item) -> Any:
     except orjson.JSONDecodeError:
         pass
     else:
-        if len(item) < 16 or item.translate(_DIGIT_MAP).find(_DIGIT_RUN) < 0:
+        if not has_long_digit_run(item):
             return value
     from graders.jsonio import parse_json  # jsonio imports this module
 

@@ -70,13 +70,13 @@ def test_long_digit_run_detection_matches_the_regex(parts):
     import re
     from unittest.mock import patch
 
-    import graders.jsonio
-    from graders.jsonio import has_long_digit_run
+    import graders.digits
+    from graders.digits import has_long_digit_run
 
     data = b"".join(parts)
-    # Both scans: bytes.translate below graders.jsonio._NUMPY_FROM bytes, numpy words above.
-    for numpy_from in (graders.jsonio._NUMPY_FROM, 16):
-        with patch.object(graders.jsonio, "_NUMPY_FROM", numpy_from):
+    # Both scans: bytes.translate below graders.digits._NUMPY_FROM bytes, numpy words above.
+    for numpy_from in (graders.digits._NUMPY_FROM, 16):
+        with patch.object(graders.digits, "_NUMPY_FROM", numpy_from):
             for start in range(min(8, len(data) + 1)):  # every alignment of the 8-byte words
                 expected = re.search(rb"[0-9]{16}", data[start:]) is not None
                 assert has_long_digit_run(data[start:]) == expected
