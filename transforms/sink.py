@@ -74,7 +74,8 @@ _CHUNK_ROWS = 64  # rows held unpacked per partition: bounded memory, still ~10x
 _PENDING_ROWS = 1024
 _SHARD_BYTES = 1 << 20  # packed chunks held per bundle before they are written out
 SHARDS = "_shards"  # under the job's staging folder; no table has this name
-ChunkRef = tuple[str, int, int]  # (staged shard file, offset, length) of one packed chunk
+# (staged shard file, (offset, length) of each of one partition's packed chunks in it)
+ChunkRef = tuple[str, tuple[tuple[int, int], ...]]
 
 
 def _pack(rows: list[dict[str, Any]]) -> bytes:
@@ -135,22 +136,24 @@ class StageRows(beam.DoFn):
         if not self.chunks:
             return []
         path = join(self.staging, f"{SHARDS}/{self.table}-{uuid.uuid4().hex}")
-        refs = []
+        # One reference per partition and shard, not per chunk: with a long history a chunk
+        # holds a few rows, and a reference per chunk made the shuffle grow with the rows.
+        spans: dict[PartitionKey, list[tuple[int, int]]] = {}
         offset = 0
         with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
             for key, data in self.chunks:
                 fh.write(data)
-                refs.append((key, (path, offset, len(data))))
+                spans.setdefault(key, []).append((offset, len(data)))
                 offset += len(data)
         self.chunks, self.size = [], 0
-        return refs
+        return [(key, (path, tuple(s))) for key, s in spans.items()]
 
 
 def read_chunks(refs: Iterable[ChunkRef]) -> Iterator[dict[str, Any]]:
     """The rows of staged chunks, one open file per shard."""
     by_path: dict[str, list[tuple[int, int]]] = {}
-    for path, offset, length in refs:
-        by_path.setdefault(path, []).append((offset, length))
+    for path, spans in refs:
+        by_path.setdefault(path, []).extend(spans)
     for path in sorted(by_path):
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
             for offset, length in sorted(by_path[path]):

@@ -60,3 +60,20 @@ def test_rows_waiting_over_many_partitions_are_bounded(tmp_path: Path) -> None:
     assert len({key for key, _ in emitted}) == len(days)
     got = sorted((r["date"], r["run_id"]) for r in read_chunks(ref for _, ref in emitted))
     assert got == sorted((r["date"], r["run_id"]) for r in rows)
+
+
+def test_one_reference_per_partition_and_shard(tmp_path: Path) -> None:
+    """Chunks of one partition in one shard file travel as one reference: with a long history a
+    chunk holds a few rows, and a reference per chunk made the shuffle grow with the rows."""
+    fn = StageRows("runs", str(tmp_path), shard_bytes=1 << 30)  # one shard for the whole bundle
+    fn.start_bundle()
+    days = [f"2026-{1 + d // 28:02d}-{1 + d % 28:02d}" for d in range(100)]
+    # Rows spread over 100 partitions: each pending flush packs a chunk of ~10 rows per partition.
+    rows = [{**_rows(1, date=day)[0], "run_id": str(i)} for i in range(30) for day in days]
+    emitted = [ref for row in rows for ref in fn.process(row)] + [wv.value for wv in fn.finish_bundle()]
+    assert len(emitted) == len(days), "one reference per partition"
+    assert len({path for _, (path, _) in emitted}) == 1
+    assert max(len(spans) for _, (_, spans) in emitted) > 1, "several chunks per partition in the shard"
+    for (_, _, day), ref in emitted:
+        assert sorted(int(r["run_id"]) for r in read_chunks([ref])) == list(range(30))
+        assert {r["date"] for r in read_chunks([ref])} == {day}
