@@ -100,13 +100,11 @@ def plain_loop(root: Path, plan: GradingPlan | None = None, keep_timings: bool =
     own streamed discovery rather than the fleet's manifest (the memory part: a timing per run,
     or the whole manifest, is the benchmark's memory, not the core's).
     """
-    plan = plan or default_plan()
-    rules = default_config()
-    freeze_startup_heap()  # as a pipeline worker does in PrepareRun.setup
+    plan, rules = loop_setup(plan)
     out = LoopResult(0.0)
     started = time.perf_counter()
     if keep_timings:
-        entries: Iterable[tuple[str, str]] = ((e["folder"], e["tier"]) for e in manifest(root))
+        entries: Iterable[tuple[str, str]] = manifest_entries(root)
     else:
         entries = ((folder, "") for folder, _ in ListRuns().process(str(root.resolve())))
     for folder, tier in entries:
@@ -116,6 +114,20 @@ def plain_loop(root: Path, plan: GradingPlan | None = None, keep_timings: bool =
             out.runs.append(timing)
     out.seconds = time.perf_counter() - started
     return out
+
+
+def loop_setup(plan: GradingPlan | None = None) -> tuple[GradingPlan, TraceConfig]:
+    """The plain loop's plan and trace rules, with the start-up heap frozen after them, as a
+    pipeline worker does in PrepareRun.setup."""
+    plan = plan or default_plan()
+    rules = default_config()
+    freeze_startup_heap()
+    return plan, rules
+
+
+def manifest_entries(root: Path) -> list[tuple[str, str]]:
+    """(folder, size tier) of each run of a generated fleet, in the manifest's order."""
+    return [(e["folder"], e["tier"]) for e in manifest(root)]
 
 
 def loop_one(root: Path, folder: str, tier: str, plan: GradingPlan, rules: TraceConfig) -> RunTiming:

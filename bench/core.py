@@ -15,10 +15,16 @@ from typing import Any
 
 import orjson
 
-from bench.common import LARGE_TIERS, LoopResult, RunTiming, core_fleet, loop_one, manifest, row
-from graders.plan import default_plan
-from graders.trace_rules.config import default_config
-from transforms.heap import freeze_startup_heap
+from bench.common import (
+    LARGE_TIERS,
+    LoopResult,
+    RunTiming,
+    core_fleet,
+    loop_one,
+    loop_setup,
+    manifest_entries,
+    row,
+)
 
 
 def _parse_files(root: Path, rels: list[str]) -> None:
@@ -54,11 +60,10 @@ def measure(root: Path, repeats: int) -> tuple[LoopResult, dict[str, float]]:
     the machine's other tenants lands on both sides of the ratio, and the best time of each
     run is kept: the ratio of sums of per-run bests, not of two whole passes minutes apart.
     """
-    plan, rules = default_plan(), default_config()
-    freeze_startup_heap()  # as plain_loop does
+    plan, rules = loop_setup()
     best: dict[str, RunTiming] = {}
     floor: dict[str, float] = {}
-    entries = [(e["folder"], e["tier"]) for e in manifest(root)]
+    entries = manifest_entries(root)
     for _ in range(repeats):
         for folder, tier in entries:
             timing = loop_one(root, folder, tier, plan, rules)
