@@ -8,9 +8,10 @@ multi-process pipeline reports its coordinator and, apart, its largest worker (r
 children). Fleets are small-file fleets whose history (days) grows with the run count
 (``bench.common.small_file_fleet``): the run count, not run size, must not make memory grow.
 
-The Beam floor is what the local runner itself needs for one element per run: the fleet's
-listing grouped by run (one shuffle), nothing graded or written. Its growth from the small to
-the large fleet is the runner's (its buffers and data plane hold a stage's whole input, which a
+The Beam floor is what the local runner needs to discover the fleet: the pipeline's own
+discovery step (each run's listing digest joined with the empty state by run, one shuffle),
+nothing graded or written. Its growth from the small to the large fleet is the
+runner's and discovery's (its buffers and data plane hold a stage's whole input, which a
 distributed runner splits into bundles); the pipeline's growth is read against it.
 """
 
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import row, small_file_fleet
+from bench.common import BENCH_DIR, row, small_file_fleet
 
 
 def _peak_rss_mb() -> float:
@@ -70,7 +71,7 @@ FLOORS = {"floor": "pipeline", "floor-mp": "pipeline-mp"}  # the Beam floor of e
 
 
 def beam_floor(root: Path, mode: str) -> tuple[float, int]:
-    """(seconds, runs) to list the fleet and group the listings by run on the local runner."""
+    """(seconds, runs) to list the fleet and join it with an empty state by run on the local runner."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
@@ -78,12 +79,13 @@ def beam_floor(root: Path, mode: str) -> tuple[float, int]:
 
     from bench.common import manifest
     from bench.pipeline import MODES as RUNNER_OPTIONS
-    from transforms.discover import ListRuns
+    from transforms.incremental import JoinListingsAndState
 
     runs = len(manifest(root))
+    nothing = BENCH_DIR / "out" / "no-state-here"  # never written: the first run's empty state
     started = time.perf_counter()
     with beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions([], **RUNNER_OPTIONS[mode])) as p:
-        grouped = p | beam.Create([str(root.resolve())]) | beam.ParDo(ListRuns()) | beam.GroupByKey()
+        grouped = p | JoinListingsAndState(str(root.resolve()), str(nothing))
         assert_that(grouped | beam.combiners.Count.Globally(), equal_to([runs]))
     return time.perf_counter() - started, runs
 

@@ -24,6 +24,28 @@ def _scheme(base: str) -> str:
     return head if sep else ""
 
 
+def _entries(base: str) -> Iterator[tuple[str, int, float]]:
+    """(path relative to ``base``, size, mtime seconds) of every file below ``base``, as listed."""
+    prefix = base + "/"
+    fs = FileSystems.get_filesystem(base)
+    # What FileSystem.match does for a glob (every Beam filesystem implements ``_list``),
+    # without collecting the result in a list.
+    for meta in fs.match_files(fs._list(prefix), prefix + "**"):
+        path: str = meta.path
+        if path.startswith(prefix):
+            mtime = float(getattr(meta, "last_updated_in_seconds", 0.0) or 0.0)
+            yield path[len(prefix) :], int(meta.size_in_bytes), mtime
+
+
+def list_run(base: str, root_rel: str) -> list[tuple[str, int, float]]:
+    """The sorted listing of one run folder, as ``ListRuns`` lists it within the fleet."""
+    folder = base.rstrip("/") + "/" + root_rel
+    return sorted(
+        (rel, size, mtime) for rel, size, mtime in _entries(folder)
+        if run_root_of(root_rel + "/" + rel) == root_rel  # not a run folder's nested in it
+    )
+
+
 class ListRuns(beam.DoFn):
     """The fleet root → one (run root, sorted listing) per run folder, as the listing streams by.
 
@@ -38,21 +60,12 @@ class ListRuns(beam.DoFn):
         self.stray = Metrics.counter("fleetgrade", "stray_files_skipped")
 
     def process(self, base: str) -> Iterator[RunListing]:
-        prefix = base + "/"
-        fs = FileSystems.get_filesystem(base)
         streamed = _scheme(base) in _CONTIGUOUS_SCHEMES
-        # What FileSystem.match does for a glob (every Beam filesystem implements ``_list``),
-        # without collecting the result in a list.
-        metas = fs.match_files(fs._list(prefix), prefix + "**")
         open_runs: dict[str, list[tuple[str, int, float]]] = {}
         done: set[str] = set()
         last: str | None = None
         files = stray = 0
-        for meta in metas:
-            path: str = meta.path
-            if not path.startswith(prefix):
-                continue
-            rel = path[len(prefix) :]
+        for rel, size, mtime in _entries(base):
             files += 1
             root = run_root_of(rel)
             if root is None:
@@ -65,8 +78,7 @@ class ListRuns(beam.DoFn):
                 if root in done:  # the listing came back to a folder it had left
                     raise RuntimeError(f"listing of {base} is not contiguous per folder at {rel}")
             last = root
-            mtime = float(getattr(meta, "last_updated_in_seconds", 0.0) or 0.0)
-            open_runs.setdefault(root, []).append((rel[len(root) + 1 :], int(meta.size_in_bytes), mtime))
+            open_runs.setdefault(root, []).append((rel[len(root) + 1 :], size, mtime))
         self.files.inc(files)
         self.stray.inc(stray)
         for root in list(open_runs):

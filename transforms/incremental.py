@@ -53,7 +53,12 @@ LISTING, STATE = "listing", "state"  # the two sides of the state join
 
 
 class _ListingsAndState(ListRuns):
-    """Either side of the state join, keyed by the run folder's full path."""
+    """Either side of the state join, keyed by the run folder's full path.
+
+    A listing side carries the listing's digest, not the listing: that is all the decision
+    needs, and ``PrepareRun`` lists again each run it reads. The listings were ~3x the bytes,
+    and the local runner holds the whole join in one place (make bench memory).
+    """
 
     def __init__(self, base: str, output: str) -> None:
         super().__init__()
@@ -63,7 +68,7 @@ class _ListingsAndState(ListRuns):
     def process(self, side: str) -> Iterator[tuple[str, tuple[str, Any]]]:  # type: ignore[override]
         if side == LISTING:
             for root_rel, listing in super().process(self.base):
-                yield join(self.base, root_rel), (LISTING, (root_rel, listing))
+                yield join(self.base, root_rel), (LISTING, (root_rel, listing_digest(listing)))
         else:
             for row in read_table_rows(self.output, STATE_TABLE):
                 yield row["root"], (STATE, row)
@@ -77,7 +82,7 @@ def _sides(root: str, values: Iterable[tuple[str, Any]]) -> tuple[str, dict[str,
 
 
 class JoinListingsAndState(beam.PTransform):
-    """PBegin → (run folder, {"listing": [(root, listing)], "state": [stored row]}) per folder
+    """PBegin → (run folder, {"listing": [(root, listing digest)], "state": [stored row]}) per folder
     that is listed now, has a stored state, or both.
 
     One step emits both sides and one GroupByKey joins them: a CoGroupByKey flattens two
@@ -117,8 +122,8 @@ class ReadTable(beam.PTransform):
 class Decide(beam.DoFn):
     """Per run folder: carry its state (unchanged, or its input is gone) or send it to grading.
 
-    Outputs (root, listing, previous state, listing digest) to grade on the main output, and state rows to keep
-    on ``keep``.
+    Outputs (root, listing digest, previous state) to grade on the main output, and state rows
+    to keep on ``keep``.
     """
 
     def __init__(self, base: str, plans: PlanSet, trace_config: TraceConfig, full: bool,
@@ -154,15 +159,14 @@ class Decide(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(KEEP, previous)
             return
         self.discovered.inc()
-        root_rel, listing = listings[0]
+        root_rel, digest = listings[0]
         if previous is not None and not self.in_window(previous.get("date")):
             self.window.inc()
             yield beam.pvalue.TaggedOutput(KEEP, previous)
             return
-        digest = listing_digest(listing)
         if not self.full and unchanged(previous, digest, self.digests.for_workflow(
                 previous.get("workflow") if previous else None)):
             self.unchanged.inc()
             yield beam.pvalue.TaggedOutput(KEEP, previous)
             return
-        yield root_rel, listing, previous, digest
+        yield root_rel, digest, previous

@@ -16,12 +16,16 @@ from graders.prepare import PreparedRun, prepare_run
 from graders.rows import dead_letter_row
 from graders.state import listing_digest
 from transforms.beamfiles import beam_run_files, join
-from transforms.discover import RunListing
+from transforms.discover import RunListing, list_run
 from transforms.heap import bound_heap_growth, freeze_startup_heap
 
 DEAD = "dead_letter"
 DEAD_STATE = "dead_state"  # (dead-letter row, listing digest, previous state) for the state table
 LOG = logging.getLogger("fleetgrade")
+
+# (root, listing) from discovery, or (root, listing digest, previous state row) from the
+# incremental decision.
+RunToRead = RunListing | tuple[str, str, Any]
 
 
 class PreparedRunCoder(beam.coders.Coder):
@@ -54,13 +58,14 @@ beam.coders.registry.register_coder(PreparedRun, PreparedRunCoder)
 
 
 class PrepareRun(beam.DoFn):
-    """(run root, listing) → PreparedRun, or a dead-letter row naming the run and the problem."""
+    """A run to read → PreparedRun, or a dead-letter row naming the run and the problem."""
 
     def __init__(self, base: str) -> None:
         self.base = base.rstrip("/")
         self.prepared = Metrics.counter("fleetgrade", "runs_prepared")
         self.dead = Metrics.counter("fleetgrade", "runs_dead_lettered")
         self.bytes = Metrics.counter("fleetgrade", "bytes_read")
+        self.changed = Metrics.counter("fleetgrade", "runs_changed_since_discovery")
 
     def setup(self) -> None:
         bound_heap_growth()  # a worker: its heap must not grow with the runs it has read
@@ -78,17 +83,32 @@ class PrepareRun(beam.DoFn):
             rate = self._count / max(now - self._started, 1e-9)
             LOG.info("progress: %d run(s) read by this worker, %.1f runs/s", self._count, rate)
 
-    def process(self, element: RunListing | tuple[Any, ...]) -> Iterator[Any]:
+    def process(self, element: RunToRead) -> Iterator[Any]:
         self._progress()
-        # (root, listing), or (root, listing, previous state row, listing digest) from the
-        # incremental decision.
-        root_rel, listing = element[0], element[1]
-        previous = element[2] if len(element) > 2 else None
-        digest = element[3] if len(element) > 3 else None
+        # From the incremental decision, the run is listed again here and graded as it is now.
+        root_rel = element[0]
         root = join(self.base, root_rel)
-        files = beam_run_files(root, listing)
+        if isinstance(element[1], str):
+            listed, previous = element[1], element[2]
+            listing = list_run(self.base, root_rel)
+            digest = listing_digest(listing)
+            if digest != listed:
+                # Still being written, or rewritten, since discovery: its state records the
+                # listing read here, so the next run sees it unchanged only if it is.
+                self.changed.inc()
+                LOG.info("run folder %s changed since it was discovered; graded as it is now", root)
+        else:
+            listing, previous = element[1], None
+            digest = listing_digest(listing)
         try:
-            prep: PreparedRun = prepare_run(files, root_rel)
+            if not listing:
+                raise FileNotFoundError(f"{root}: the run folder has no files any more "
+                                        "(it had when discovered)")
+            files = beam_run_files(root, listing)
+            try:
+                prep: PreparedRun = prepare_run(files, root_rel)
+            finally:
+                self.bytes.inc(files.bytes_read)
         except Exception as exc:  # every ungradable run becomes a row, never a failed job
             self.dead.inc()
             LOG.warning("dead letter: %s", exc)
@@ -96,11 +116,9 @@ class PrepareRun(beam.DoFn):
             workflow, run_id, date = layout_hints(root_rel)
             row = dead_letter_row(root, "prepare", exc, run_id=run_id, workflow=workflow, date=date)
             yield beam.pvalue.TaggedOutput(DEAD, row)
-            yield beam.pvalue.TaggedOutput(DEAD_STATE, (row, digest or listing_digest(listing), previous))
+            yield beam.pvalue.TaggedOutput(DEAD_STATE, (row, digest, previous))
             return
-        finally:
-            self.bytes.inc(files.bytes_read)
         self.prepared.inc()
         prep.previous = previous
-        prep.listing_digest = digest or listing_digest(listing)
+        prep.listing_digest = digest
         yield prep

@@ -21,8 +21,7 @@ from graders.opvalue.sandbox import SandboxOptions
 from graders.prepare import PreparedRun
 from graders.rows import dead_letter_row
 from transforms.beamfiles import beam_run_files
-from transforms.discover import RunListing
-from transforms.prepare import DEAD, PrepareRun
+from transforms.prepare import DEAD, PrepareRun, RunToRead
 
 OBSERVATIONS = "observations"
 DROPS = "_drops"
@@ -36,7 +35,7 @@ Listing = list[tuple[str, int]]
 class PrepareForRegrade(PrepareRun):
     """``PrepareRun`` that keeps each run's listing: the regrade reads the run's archive files."""
 
-    def process(self, element: RunListing) -> Iterator[Any]:
+    def process(self, element: RunToRead) -> Iterator[Any]:  # a RunListing: regrade is not incremental
         for out in super().process(element):
             yield out if isinstance(out, beam.pvalue.TaggedOutput) else (out, element[1])
 

@@ -92,16 +92,63 @@ def _reference_listings(base: Path) -> dict[str, list[str]]:
 def test_streamed_discovery_emits_each_run_once_and_whole_nested_roots_included(tmp_path):
     from transforms.discover import ListRuns
 
-    make_fleet(tmp_path)
-    nested = tmp_path / "wf-c" / "x"
+    _nested_fleet(tmp_path)
+    got = list(ListRuns().process(str(tmp_path)))
+    assert len({root for root, _ in got}) == len(got)
+    assert {root: [f[0] for f in files] for root, files in got} == _reference_listings(tmp_path)
+
+
+def _nested_fleet(root: Path) -> None:
+    make_fleet(root)
+    nested = root / "wf-c" / "x"
     (nested / "run-5" / "mcp-logs").mkdir(parents=True)
     (nested / "aw_info.json").write_text("{}")  # root wf-c/x (artifact name) ...
     (nested / "run-5" / "mcp-logs" / "gateway.jsonl").write_text("")  # ... holding root wf-c/x/run-5
     (nested / "zz").mkdir()
     (nested / "zz" / "agent_output.json").write_text("{}")  # wf-c/x again, after the nested run
+
+
+def test_one_run_is_listed_again_exactly_as_discovery_listed_it(tmp_path):
+    from transforms.discover import ListRuns, list_run
+
+    _nested_fleet(tmp_path)
     got = list(ListRuns().process(str(tmp_path)))
-    assert len({root for root, _ in got}) == len(got)
-    assert {root: [f[0] for f in files] for root, files in got} == _reference_listings(tmp_path)
+    assert {root for root, _ in got} >= {"wf-c/x", "wf-c/x/run-5", "wf-a/run-11"}
+    for root, listing in got:
+        assert list_run(str(tmp_path), root) == listing, root  # sizes and mtimes too
+    assert list_run(str(tmp_path), "wf-none/run-1") == []
+
+
+def test_prepare_reads_a_run_as_it_is_now_and_records_that_listing(tmp_path):
+    from apache_beam.metrics.metric import MetricsFilter
+
+    from graders.state import listing_digest
+    from transforms.discover import list_run
+    from transforms.prepare import DEAD_STATE
+
+    make_fleet(tmp_path)
+    base = str(tmp_path)
+    stale = listing_digest(list_run(base, "wf-a/run-11"))
+    with open(tmp_path / "wf-a" / "run-11" / "mcp-logs" / "gateway.jsonl", "a") as fh:
+        fh.write('{"type":"tool_call","tool_name":"b"}\n')  # written after discovery listed it
+    now = {root: listing_digest(list_run(base, root)) for root in ("wf-a/run-11", "wf-b/2026-05-03/77")}
+    assert now["wf-a/run-11"] != stale
+    todo = [("wf-a/run-11", stale, None), ("wf-b/2026-05-03/77", now["wf-b/2026-05-03/77"], None),
+            ("wf-b/run-99", listing_digest([("aw_info.json", 2, 0.0)]), None)]  # gone since discovery
+    p = local_test_pipeline()
+    prepared = p | beam.Create(todo) | beam.ParDo(PrepareRun(base)).with_outputs(DEAD, DEAD_STATE, main="runs")
+    assert_that(prepared.runs | beam.Map(lambda r: (r.meta.root, r.listing_digest, r.meta.run_id)), equal_to([
+        (f"{base}/wf-a/run-11", now["wf-a/run-11"], "11"),
+        (f"{base}/wf-b/2026-05-03/77", now["wf-b/2026-05-03/77"], "77"),
+    ]), label="graded as they are now")
+    assert_that(prepared[DEAD] | beam.Map(lambda r: (r["input"], r["message"])), equal_to([
+        (f"{base}/wf-b/run-99", f"{base}/wf-b/run-99: the run folder has no files any more (it had when discovered)"),
+    ]), label="gone")
+    assert_that(prepared[DEAD_STATE] | beam.Map(lambda item: item[1]), equal_to([listing_digest([])]), label="state")
+    result = p.run()
+    result.wait_until_finish()
+    changed = result.metrics().query(MetricsFilter().with_name("runs_changed_since_discovery"))["counters"]
+    assert [c.committed for c in changed] == [2]  # the rewritten run and the emptied one
 
 
 def test_a_listing_that_returns_to_a_left_folder_is_an_error(tmp_path):
