@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import apache_beam as beam
@@ -26,6 +27,10 @@ def _scheme(base: str) -> str:
 
 def _entries(base: str) -> Iterator[tuple[str, int, float]]:
     """(path relative to ``base``, size, mtime seconds) of every file below ``base``, as listed."""
+    if _scheme(base) == "":  # Beam's LocalFileSystem
+        if os.path.isdir(base):
+            yield from _local_entries(base)
+        return
     prefix = base + "/"
     fs = FileSystems.get_filesystem(base)
     # What FileSystem.match does for a glob (every Beam filesystem implements ``_list``),
@@ -35,6 +40,41 @@ def _entries(base: str) -> Iterator[tuple[str, int, float]]:
         if path.startswith(prefix):
             mtime = float(getattr(meta, "last_updated_in_seconds", 0.0) or 0.0)
             yield path[len(prefix) :], int(meta.size_in_bytes), mtime
+
+
+def _local_entries(top: str) -> Iterator[tuple[str, int, float]]:
+    """What Beam's ``LocalFileSystem`` lists below ``top``, with one ``stat`` per file.
+
+    The same walk as its ``os.walk`` (a folder's files, then its subfolders, depth first; a
+    symlinked folder is not entered, a symlinked file is listed with its target's size and
+    time, an unreadable folder or a broken link is skipped), without its two ``stat`` calls
+    per file and a glob match of every path: listing a run folder again for ``PrepareRun``
+    took ~0.5 ms, a tenth of grading a small run.
+    """
+    stack = [(top, "")]
+    while stack:
+        folder, rel = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                found = list(it)
+        except OSError:
+            continue
+        folders = []
+        for entry in found:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            if is_dir:
+                if not entry.is_symlink():
+                    folders.append((entry.path, rel + entry.name + "/"))
+                continue
+            try:
+                st = entry.stat()
+            except OSError:
+                continue
+            yield rel + entry.name, st.st_size, st.st_mtime
+        stack.extend(reversed(folders))
 
 
 def list_run(base: str, root_rel: str) -> list[tuple[str, int, float]]:

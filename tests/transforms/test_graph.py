@@ -119,6 +119,31 @@ def test_one_run_is_listed_again_exactly_as_discovery_listed_it(tmp_path):
     assert list_run(str(tmp_path), "wf-none/run-1") == []
 
 
+def test_the_local_walk_lists_what_beams_local_filesystem_lists(tmp_path):
+    import os
+
+    from apache_beam.io.filesystems import FileSystems
+
+    from transforms.discover import _entries
+
+    _nested_fleet(tmp_path)
+    (tmp_path / "wf-a" / "run-11" / ".hidden").write_text("h")
+    (tmp_path / "wf-a" / "run-11" / "deep" / "er").mkdir(parents=True)
+    (tmp_path / "wf-a" / "run-11" / "deep" / "er" / "x.jsonl").write_text("{}\n")
+    os.symlink(tmp_path / "wf-a" / "run-11" / "aw_info.json", tmp_path / "wf-b" / "run-12" / "linked.json")
+    os.symlink(tmp_path / "wf-a", tmp_path / "wf-b" / "run-12" / "linked-folder")  # not entered
+    os.symlink(tmp_path / "nowhere", tmp_path / "wf-b" / "run-12" / "broken")  # skipped
+    base = str(tmp_path)
+    fs = FileSystems.get_filesystem(base)
+    beam_listed = sorted((m.path[len(base) + 1:], m.size_in_bytes, m.last_updated_in_seconds)
+                         for m in fs.match_files(fs._list(base + "/"), base + "/**"))
+    assert sorted(_entries(base)) == beam_listed
+    target = tmp_path / "wf-a" / "run-11" / "aw_info.json"
+    assert ("wf-b/run-12/linked.json", os.path.getsize(target), os.path.getmtime(target)) in beam_listed
+    assert not any(rel.startswith("wf-b/run-12/linked-folder") or rel.endswith("broken") for rel, _, _ in beam_listed)
+    assert list(_entries(str(tmp_path / "missing"))) == []
+
+
 def test_prepare_reads_a_run_as_it_is_now_and_records_that_listing(tmp_path):
     from apache_beam.metrics.metric import MetricsFilter
 
@@ -155,16 +180,13 @@ def test_a_listing_that_returns_to_a_left_folder_is_an_error(tmp_path):
     from unittest.mock import patch
 
     import pytest
-    from apache_beam.io.filesystem import FileMetadata
 
     from transforms.discover import ListRuns
 
-    base = str(tmp_path)
-    order = [f"{base}/wf/run-1/aw_info.json", f"{base}/wf/run-2/aw_info.json", f"{base}/wf/run-1/evals.jsonl"]
-    with patch("apache_beam.io.localfilesystem.LocalFileSystem._list",
-               return_value=iter(FileMetadata(p, 1) for p in order)), \
+    order = ["wf/run-1/aw_info.json", "wf/run-2/aw_info.json", "wf/run-1/evals.jsonl"]
+    with patch("transforms.discover._local_entries", return_value=iter((rel, 1, 0.0) for rel in order)), \
             pytest.raises(RuntimeError, match=r"not contiguous per folder at wf/run-1/evals\.jsonl"):
-        list(ListRuns().process(base))
+        list(ListRuns().process(str(tmp_path)))
 
 
 def test_a_grade_failure_records_the_exception_class_and_message():
