@@ -79,10 +79,12 @@ def beam_floor(root: Path, mode: str) -> tuple[float, int]:
 
     from bench.common import manifest
     from bench.pipeline import MODES as RUNNER_OPTIONS
+    from transforms.heap import tune_heap
     from transforms.incremental import JoinListingsAndState
 
     runs = len(manifest(root))
     nothing = BENCH_DIR / "out" / "no-state-here"  # never written: the first run's empty state
+    tune_heap()  # the runner process as ``fleetgrade run`` sets it up, as bench.pipeline does
     started = time.perf_counter()
     with beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions([], **RUNNER_OPTIONS[mode])) as p:
         grouped = p | JoinListingsAndState(str(root.resolve()), str(nothing))

@@ -21,6 +21,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from bench.common import BENCH_DIR, core_fleet, fleet, plain_loop, row
 from graders.plan import PlanSet, default_plan
 from pipeline import graph
+from transforms.heap import tune_heap
 
 MODES: dict[str, dict[str, Any]] = {
     "in-process": {"direct_running_mode": "in_memory"},
@@ -34,6 +35,7 @@ def run_pipeline(root: Path, mode: str) -> float:
     for name in ("fleetgrade", "apache_beam"):
         logging.getLogger(name).setLevel(logging.ERROR)
     out = BENCH_DIR / "out" / uuid.uuid4().hex
+    tune_heap()  # as ``fleetgrade run`` does for a local runner (pipeline/launch.py)
     try:
         started = time.perf_counter()
         p = beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions([], **MODES[mode]))

@@ -11,7 +11,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.runner import PipelineResult
 
 from pipeline.options import local_runner, pipeline_options
-from transforms.heap import bound_heap_growth
+from transforms.heap import tune_heap
 
 
 def configure_logging(level: str) -> None:
@@ -25,7 +25,7 @@ def run_pipeline(args: argparse.Namespace, build: Callable[[beam.Pipeline], obje
     options = pipeline_options(args, args.extra)
     runner = local_runner(args.runner)
     if runner is not None:  # the local runner holds the job's buffers in this process
-        bound_heap_growth()
+        tune_heap()
     p = beam.Pipeline(runner=runner, options=options) if runner is not None else beam.Pipeline(options=options)
     build(p)
     result = p.run()

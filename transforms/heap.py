@@ -9,6 +9,13 @@ pickled bundles, Parquet buffers) come from the heap, which only shrinks from it
 ``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_`` do at start-up) turns that adjustment off.
 Other C libraries have no ``mallopt``; nothing is changed there.
 
+Freed C heap (make bench memory): glibc gives a freed block back only from the heap's top or
+by trimming; the transient buffers of a long local job (gRPC messages, decoded bundles, read
+blocks) left free pages inside the heap that its peak then counted. ``malloc_trim(0)`` once a
+second, from a daemon thread, gives every free page back: a multi-process worker's peak at 10k
+runs 222-228 -> 217-221 MiB, and ~7 MiB less in a runner process whose thresholds were not
+fixed; no change at 1k runs.
+
 Cyclic GC (make bench core): a worker holds ~160k container objects once Beam is imported, and
 every full collection walked all of them, ~0.1 s each; a large run's allocations set off one or
 two, 10-20% of its grading time. Frozen after set-up, they are left out of every collection.
@@ -19,12 +26,16 @@ from __future__ import annotations
 import ctypes
 import gc
 import sys
+import threading
+import time
 from typing import Final
 
 _M_TRIM_THRESHOLD: Final = -1
 _M_MMAP_THRESHOLD: Final = -3
 THRESHOLD: Final = 128 * 1024  # glibc's initial mmap threshold
+TRIM_EVERY_S: Final = 1.0
 _bounded = False
+_trimming = False
 _frozen = False
 
 
@@ -41,6 +52,38 @@ def bound_heap_growth() -> bool:
     mallopt.restype = ctypes.c_int
     _bounded = mallopt(_M_MMAP_THRESHOLD, THRESHOLD) == 1 and mallopt(_M_TRIM_THRESHOLD, THRESHOLD) == 1
     return _bounded
+
+
+def trim_heap_periodically(every: float = TRIM_EVERY_S) -> bool:
+    """Give this process's free C heap back to the system every ``every`` seconds; whether it is.
+
+    Once per process (a daemon thread; ``malloc_trim`` takes glibc's own locks and ctypes
+    releases the GIL around it). Other C libraries have no ``malloc_trim``; nothing is started.
+    """
+    global _trimming
+    if _trimming or not sys.platform.startswith("linux"):
+        return _trimming
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return False
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+
+    def loop() -> None:
+        while True:
+            time.sleep(every)
+            trim(0)
+
+    threading.Thread(target=loop, name="fleetgrade-heap-trim", daemon=True).start()
+    _trimming = True
+    return True
+
+
+def tune_heap() -> None:
+    """A local job's process (the runner, or a worker): bounded heap growth, trimmed free heap."""
+    bound_heap_growth()
+    trim_heap_periodically()
 
 
 def freeze_startup_heap() -> None:

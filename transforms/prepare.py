@@ -17,7 +17,7 @@ from graders.rows import dead_letter_row
 from graders.state import listing_digest
 from transforms.beamfiles import beam_run_files, join
 from transforms.discover import RunListing, list_run
-from transforms.heap import bound_heap_growth, freeze_startup_heap
+from transforms.heap import freeze_startup_heap, tune_heap
 
 DEAD = "dead_letter"
 DEAD_STATE = "dead_state"  # (dead-letter row, listing digest, previous state) for the state table
@@ -68,7 +68,7 @@ class PrepareRun(beam.DoFn):
         self.changed = Metrics.counter("fleetgrade", "runs_changed_since_discovery")
 
     def setup(self) -> None:
-        bound_heap_growth()  # a worker: its heap must not grow with the runs it has read
+        tune_heap()  # a worker: its heap must not grow with the runs it has read
         freeze_startup_heap()  # nor its start-up objects be walked by every full collection
         self._count = 0
         self._started = time.monotonic()

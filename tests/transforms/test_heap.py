@@ -46,3 +46,40 @@ def test_startup_objects_are_frozen_once_and_later_garbage_is_still_collected():
     del a, b
     gc.collect()
     assert ref() is None
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_the_free_heap_is_trimmed_by_one_thread_per_process():
+    import threading
+    import time
+
+    calls = []
+    parked = threading.Event()  # never set: after three calls the fake parks the thread for good
+
+    class Trim:
+        argtypes: tuple[object, ...] = ()
+        restype: object = None
+
+        def __call__(self, pad: int) -> int:
+            calls.append(pad)
+            if len(calls) >= 3:
+                parked.wait()
+            return 1
+
+    class Libc:
+        malloc_trim = Trim()
+
+    with patch.object(heap, "_trimming", False), patch.object(heap.ctypes, "CDLL", return_value=Libc()):
+        assert heap.trim_heap_periodically(every=0.01) is True
+        assert heap.trim_heap_periodically(every=0.01) is True  # a second DoFn's setup: no second thread
+        deadline = time.monotonic() + 5
+        while len(calls) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert calls[:3] == [0, 0, 0]
+    trimmers = [t for t in threading.enumerate() if t.name == "fleetgrade-heap-trim"]
+    assert trimmers and all(t.daemon for t in trimmers)
+
+
+def test_a_c_library_without_malloc_trim_starts_nothing():
+    with patch.object(heap, "_trimming", False), patch.object(heap.ctypes, "CDLL", side_effect=OSError("no libc")):
+        assert heap.trim_heap_periodically() is False
