@@ -28,17 +28,3 @@ def beam_run_files(root: str, listing: Iterable[tuple[Any, ...]]) -> RunFiles:
         return cast(AbstractContextManager[IO[bytes]], fh)
 
     return RunFiles(root, {item[0]: item[1] for item in listing}, opener)
-
-
-def list_files(base: str) -> list[tuple[str, int]]:
-    """Every file below ``base`` as (path relative to base, size), sorted."""
-    base = base.rstrip("/")
-    pattern = base + "/**"
-    out = []
-    for result in FileSystems.match([pattern]):
-        for meta in result.metadata_list:
-            path = meta.path
-            if not path.startswith(base + "/"):
-                continue
-            out.append((path[len(base) + 1 :], int(meta.size_in_bytes)))
-    return sorted(out)

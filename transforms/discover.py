@@ -10,6 +10,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from graders.layout import run_root_of
+from transforms.beamfiles import join
 
 # (run root relative to input, [(rel, size, mtime seconds)])
 RunListing = tuple[str, list[tuple[str, int, float]]]
@@ -27,9 +28,8 @@ def _scheme(base: str) -> str:
 
 def _entries(base: str) -> Iterator[tuple[str, int, float]]:
     """(path relative to ``base``, size, mtime seconds) of every file below ``base``, as listed."""
-    if _scheme(base) == "":  # Beam's LocalFileSystem
-        if os.path.isdir(base):
-            yield from _local_entries(base)
+    if _scheme(base) == "":  # Beam's LocalFileSystem; a missing folder lists nothing
+        yield from _local_entries(base)
         return
     prefix = base + "/"
     fs = FileSystems.get_filesystem(base)
@@ -79,9 +79,8 @@ def _local_entries(top: str) -> Iterator[tuple[str, int, float]]:
 
 def list_run(base: str, root_rel: str) -> list[tuple[str, int, float]]:
     """The sorted listing of one run folder, as ``ListRuns`` lists it within the fleet."""
-    folder = base.rstrip("/") + "/" + root_rel
     return sorted(
-        (rel, size, mtime) for rel, size, mtime in _entries(folder)
+        (rel, size, mtime) for rel, size, mtime in _entries(join(base, root_rel))
         if run_root_of(root_rel + "/" + rel) == root_rel  # not a run folder's nested in it
     )
 
