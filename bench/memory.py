@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import BENCH_DIR, row, small_file_fleet
+from bench.common import BENCH_DIR, manifest, row, small_file_fleet
 
 
 def _peak_rss_mb() -> float:
@@ -40,7 +40,9 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _child(mode: str, root: Path) -> dict[str, Any]:
+def _child(mode: str, root: Path, runs: int) -> dict[str, Any]:
+    """One measurement; ``runs`` is the fleet's run count, counted by the parent: a 10k-run
+    fleet's manifest took ~8 MiB to load, which was the benchmark's memory, not the pipeline's."""
     # Imports first, so that the start-up peak is reported apart from the work's.
     from bench.common import plain_loop
     from bench.pipeline import run_pipeline
@@ -48,14 +50,13 @@ def _child(mode: str, root: Path) -> dict[str, Any]:
     base = _peak_rss_mb()
     if mode == "loop":
         loop = plain_loop(root, keep_timings=False)
-        seconds, runs = loop.seconds, loop.count
+        seconds = loop.seconds
+        if loop.count != runs:
+            raise RuntimeError(f"the plain loop found {loop.count} runs in {root}, its manifest lists {runs}")
     elif mode in FLOORS:
-        seconds, runs = beam_floor(root, MODES[FLOORS[mode]])
+        seconds = beam_floor(root, MODES[FLOORS[mode]], runs)
     else:
-        from bench.common import manifest
-
         seconds = run_pipeline(root, MODES[mode])
-        runs = len(manifest(root))  # after the run: the manifest is the benchmark's, not the pipeline's
     # Workers of the multi-process runner are this process's children, ended and waited for
     # by the runner: ru_maxrss of the children is the peak of the largest one.
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -70,33 +71,31 @@ MODES = {"pipeline": "in-process", "pipeline-mp": "multi-process x2"}
 FLOORS = {"floor": "pipeline", "floor-mp": "pipeline-mp"}  # the Beam floor of each pipeline mode
 
 
-def beam_floor(root: Path, mode: str) -> tuple[float, int]:
-    """(seconds, runs) to list the fleet and join it with an empty state by run on the local runner."""
+def beam_floor(root: Path, mode: str, runs: int) -> float:
+    """Seconds to list the fleet of ``runs`` runs and join it with an empty state by run on the local runner."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
     from apache_beam.testing.util import assert_that, equal_to
 
-    from bench.common import manifest
     from bench.pipeline import MODES as RUNNER_OPTIONS
     from transforms.heap import tune_heap
     from transforms.incremental import JoinListingsAndState
 
-    runs = len(manifest(root))
     nothing = BENCH_DIR / "out" / "no-state-here"  # never written: the first run's empty state
     tune_heap()  # the runner process as ``fleetgrade run`` sets it up, as bench.pipeline does
     started = time.perf_counter()
     with beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions([], **RUNNER_OPTIONS[mode])) as p:
         grouped = p | JoinListingsAndState(str(root.resolve()), str(nothing))
         assert_that(grouped | beam.combiners.Count.Globally(), equal_to([runs]))
-    return time.perf_counter() - started, runs
+    return time.perf_counter() - started
 
 
 def measure(mode: str, root: Path) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path.cwd()), env.get("PYTHONPATH", "")) if p)
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "bench.memory", "--child", mode, str(root)],
+    proc = subprocess.run([sys.executable, "-m", "bench.memory", "--child", mode, str(root), str(len(manifest(root)))],
                           capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"memory child {mode} {root} failed:\n{proc.stderr[-3000:]}")
@@ -136,8 +135,9 @@ def _peaks(label: str, small: float, large: float, small_n: int, large_n: int, n
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--child":
-        print(json.dumps(_child(sys.argv[2], Path(sys.argv[3]))))
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+        print(json.dumps(_child(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))))
     else:
-        print("usage: python -m bench.memory --child loop|floor|pipeline|floor-mp|pipeline-mp FLEET", file=sys.stderr)
+        print("usage: python -m bench.memory --child loop|floor|pipeline|floor-mp|pipeline-mp FLEET RUNS",
+              file=sys.stderr)
         sys.exit(2)
