@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -16,9 +17,18 @@ from transforms.beamfiles import join
 RunListing = tuple[str, list[tuple[str, int, float]]]
 
 
-# Filesystems whose listing holds every folder's subtree in one stretch (a depth-first walk
-# locally, name order on GCS): there a run's listing is complete once the walk leaves its folder.
-_CONTIGUOUS_SCHEMES = frozenset({"", "file", "gs"})
+def _path_order(rel: str) -> list[str]:
+    return rel.split("/")
+
+
+def _name_order(rel: str) -> str:
+    return rel
+
+
+# The order in which a filesystem lists: by path component in the local walk (each folder's
+# entries by name, depth first), by name on GCS. Listed in order, every folder's files come in
+# one stretch, so a run's listing is complete once the walk has passed its folder.
+_LISTING_ORDER: dict[str, Callable[[str], Any]] = {"": _path_order, "gs": _name_order}
 
 
 def _scheme(base: str) -> str:
@@ -43,23 +53,21 @@ def _entries(base: str) -> Iterator[tuple[str, int, float]]:
 
 
 def _local_entries(top: str) -> Iterator[tuple[str, int, float]]:
-    """What Beam's ``LocalFileSystem`` lists below ``top``, with one ``stat`` per file.
+    """What Beam's ``LocalFileSystem`` lists below ``top``, with one ``stat`` per file, in path order.
 
-    The same walk as its ``os.walk`` (a folder's files, then its subfolders, depth first; a
-    symlinked folder is not entered, a symlinked file is listed with its target's size and
-    time, an unreadable folder or a broken link is skipped), without its two ``stat`` calls
-    per file and a glob match of every path: listing a run folder again for ``PrepareRun``
-    took ~0.5 ms, a tenth of grading a small run.
+    The files of its ``os.walk`` (a symlinked folder is not entered, a symlinked file is listed
+    with its target's size and time, an unreadable folder or a broken link is skipped), without
+    its two ``stat`` calls per file and a glob match of every path (listing a run folder again
+    for ``PrepareRun`` took ~0.5 ms, a tenth of grading a small run), and in a known order: each
+    folder's entries by name, a subfolder's files where its name comes (``_path_order``).
     """
-    stack = [(top, "")]
-    while stack:
-        folder, rel = stack.pop()
+
+    def walk(folder: str, rel: str) -> Iterator[tuple[str, int, float]]:
         try:
             with os.scandir(folder) as it:
-                found = list(it)
+                found = sorted(it, key=lambda e: e.name)
         except OSError:
-            continue
-        folders = []
+            return
         for entry in found:
             try:
                 is_dir = entry.is_dir()
@@ -67,14 +75,15 @@ def _local_entries(top: str) -> Iterator[tuple[str, int, float]]:
                 is_dir = False
             if is_dir:
                 if not entry.is_symlink():
-                    folders.append((entry.path, rel + entry.name + "/"))
+                    yield from walk(entry.path, rel + entry.name + "/")
                 continue
             try:
                 st = entry.stat()
             except OSError:
                 continue
             yield rel + entry.name, st.st_size, st.st_mtime
-        stack.extend(reversed(folders))
+
+    return walk(top, "")
 
 
 def list_run(base: str, root_rel: str) -> list[tuple[str, int, float]]:
@@ -90,8 +99,10 @@ class ListRuns(beam.DoFn):
 
     Files are grouped where they are listed: a whole-fleet match (one object per file of the
     fleet) and a per-file shuffle to regroup it held a 10k-run fleet's ~150k files at once in
-    the local runner (make bench memory). Where the listing is contiguous per folder, a run is
-    emitted as soon as the walk has left its folder, so only the runs being listed are held.
+    the local runner (make bench memory). Where the listing comes in a known order, a run is
+    emitted as soon as the walk has passed its folder, so only the runs being listed are held;
+    the order is checked as the files come (a file out of order could split a run in two),
+    which needs no memory of the runs already emitted.
     """
 
     def __init__(self) -> None:
@@ -99,23 +110,25 @@ class ListRuns(beam.DoFn):
         self.stray = Metrics.counter("fleetgrade", "stray_files_skipped")
 
     def process(self, base: str) -> Iterator[RunListing]:
-        streamed = _scheme(base) in _CONTIGUOUS_SCHEMES
+        order = _LISTING_ORDER.get(_scheme(base))
         open_runs: dict[str, list[tuple[str, int, float]]] = {}
-        done: set[str] = set()
         last: str | None = None
+        last_key: Any = None
         files = stray = 0
         for rel, size, mtime in _entries(base):
             files += 1
+            if order is not None:
+                key = order(rel)
+                if last_key is not None and key <= last_key:
+                    raise RuntimeError(f"listing of {base} is not in order at {rel}: a run's files could be split")
+                last_key = key
             root = run_root_of(rel)
             if root is None:
                 stray += 1
                 continue
-            if root != last and streamed:
+            if root != last and order is not None:
                 for ended in [r for r in open_runs if not rel.startswith(r + "/")]:
-                    done.add(ended)
                     yield ended, sorted(open_runs.pop(ended))
-                if root in done:  # the listing came back to a folder it had left
-                    raise RuntimeError(f"listing of {base} is not contiguous per folder at {rel}")
             last = root
             open_runs.setdefault(root, []).append((rel[len(root) + 1 :], size, mtime))
         self.files.inc(files)

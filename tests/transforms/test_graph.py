@@ -185,8 +185,43 @@ def test_a_listing_that_returns_to_a_left_folder_is_an_error(tmp_path):
 
     order = ["wf/run-1/aw_info.json", "wf/run-2/aw_info.json", "wf/run-1/evals.jsonl"]
     with patch("transforms.discover._local_entries", return_value=iter((rel, 1, 0.0) for rel in order)), \
-            pytest.raises(RuntimeError, match=r"not contiguous per folder at wf/run-1/evals\.jsonl"):
+            pytest.raises(RuntimeError, match=r"not in order at wf/run-1/evals\.jsonl"):
         list(ListRuns().process(str(tmp_path)))
+
+
+def test_the_local_walk_lists_in_path_order(tmp_path):
+    """Each folder's entries by name, depth first: the order ListRuns checks as it streams."""
+    from transforms.discover import _entries
+
+    _nested_fleet(tmp_path)
+    for rel in ("wf-a/run-1/aw_info.json", "wf-a/run-1-attempt-2/aw_info.json", "wf-a/run-1.x/aw_info.json",
+                "wf-a/run-1/sub/evals.jsonl", "wf-a/run-1/a.json"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("{}")
+    rels = [rel for rel, _, _ in _entries(str(tmp_path))]
+    assert rels == sorted(rels, key=lambda r: r.split("/")) and len(rels) == len(set(rels))
+    assert rels != sorted(rels)  # not the name order of an object store: "run-1-attempt-2/" < "run-1/"
+
+
+def test_an_object_store_listing_in_name_order_streams_whole_runs():
+    """On GCS names sort as strings, so a run's files can follow a sibling whose name extends its
+    own ("run-1-attempt-2/" before "run-1/"): still one stretch per folder, and no error."""
+    from unittest.mock import patch
+
+    from graders import layout
+    from transforms.discover import ListRuns
+
+    order = sorted(["wf/run-1/aw_info.json", "wf/run-1/mcp-logs/gateway.jsonl", "wf/run-1-attempt-2/aw_info.json",
+                    "wf/run-10/aw_info.json", "wf/x/aw_info.json", "wf/x/run-5/aw_info.json", "wf/x/zz/agent_output.json"])
+    with patch("transforms.discover._entries", return_value=iter((rel, 1, 0.0) for rel in order)):
+        got = dict(ListRuns().process("gs://bucket/fleet"))
+    expected: dict[str, list[str]] = {}
+    for rel in order:
+        root = layout.run_root_of(rel)
+        assert root is not None
+        expected.setdefault(root, []).append(rel[len(root) + 1:])
+    assert {root: [f[0] for f in files] for root, files in got.items()} == expected
+    assert expected["wf/run-1"] == ["aw_info.json", "mcp-logs/gateway.jsonl"] and "wf/x/run-5" in expected
 
 
 def test_a_grade_failure_records_the_exception_class_and_message():
