@@ -72,22 +72,25 @@ FLOORS = {"floor": "pipeline", "floor-mp": "pipeline-mp"}  # the Beam floor of e
 
 
 def beam_floor(root: Path, mode: str, runs: int) -> float:
-    """Seconds to list the fleet of ``runs`` runs and join it with an empty state by run on the local runner."""
+    """Seconds to list the fleet of ``runs`` runs, decide each against an empty state and spread
+    them over the workers, as the pipeline's discovery does, on the local runner."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
     from apache_beam.testing.util import assert_that, equal_to
 
     from bench.pipeline import MODES as RUNNER_OPTIONS
+    from graders.plan import PlanSet, default_plan
+    from graders.trace_rules.config import default_config
     from transforms.heap import tune_heap
-    from transforms.incremental import JoinListingsAndState
+    from transforms.incremental import DiscoverAndDecide
 
     nothing = BENCH_DIR / "out" / "no-state-here"  # never written: the first run's empty state
     tune_heap()  # the runner process as ``fleetgrade run`` sets it up, as bench.pipeline does
     started = time.perf_counter()
     with beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions([], **RUNNER_OPTIONS[mode])) as p:
-        grouped = p | JoinListingsAndState(str(root.resolve()), str(nothing))
-        assert_that(grouped | beam.combiners.Count.Globally(), equal_to([runs]))
+        todo, _ = p | DiscoverAndDecide(str(root.resolve()), str(nothing), PlanSet(default_plan()), default_config())
+        assert_that(todo | beam.combiners.Count.Globally(), equal_to([runs]))
     return time.perf_counter() - started
 
 

@@ -20,7 +20,7 @@ from graders.state import GradingDigests, dead_state, drops_for, graded_state
 from graders.trace_rules.config import TraceConfig, default_config
 from schemas.state_table import STATE_TABLE
 from transforms.grade import GradeRuns
-from transforms.incremental import KEEP, Decide, JoinListingsAndState, ReadTable
+from transforms.incremental import KEEP, DiscoverAndDecide, ReadTable
 from transforms.prepare import DEAD, DEAD_STATE, PrepareRun
 from transforms.sink import WritePartitionedParquet
 from transforms.trace_verdicts import GradeTraceRules, TaskReliability
@@ -89,12 +89,9 @@ def build(
     ``resource_hints`` asks distributed runners for more memory on the sandboxed families.
     """
     cfg = trace_config or default_config()
-    decided = (
-        p
-        | "Discover" >> JoinListingsAndState(input_base, output)  # with the stored state
-        | "Decide" >> beam.ParDo(Decide(input_base, plans, cfg, full, since, until)).with_outputs(KEEP, main="todo")
-    )
-    prepared = decided.todo | "Prepare" >> beam.ParDo(PrepareRun(input_base)).with_output_types(
+    # Listed and decided against the stored state in one step.
+    todo, decided_kept = p | "Discover" >> DiscoverAndDecide(input_base, output, plans, cfg, full, since, until)
+    prepared = todo | "Prepare" >> beam.ParDo(PrepareRun(input_base)).with_output_types(
         PreparedRun).with_outputs(DEAD, DEAD_STATE, main="runs")
     windowed = prepared.runs | "Window" >> beam.ParDo(_Window(since, until)).with_output_types(
         PreparedRun).with_outputs(KEEP, main="runs")
@@ -103,7 +100,7 @@ def build(
 
     # Per-run collections reach the sink as named parts, not flattened: the local runner
     # materializes every Flatten, which held a row per run of the fleet (make bench memory).
-    kept = {"unchanged": decided[KEEP], "out-of-window": windowed[KEEP]}
+    kept = {"unchanged": decided_kept, "out-of-window": windowed[KEEP]}
     state = {
         **kept,
         "graded": runs | "GradedState" >> beam.ParDo(_StateRows(plans, cfg)),

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
 import apache_beam as beam
+import msgspec
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from graders.parquet import HIVE_NULL, decode_table
 from graders.plan import PlanSet
-from graders.state import GradingDigests, listing_digest, unchanged
+from graders.state import GradingDigests, listing_digest, listing_fingerprint, unchanged
 from graders.trace_rules.config import TraceConfig
 from schemas.state_table import STATE_TABLE
 from transforms.beamfiles import join
@@ -49,60 +51,122 @@ def read_table_rows(output: str, table: str) -> Iterator[dict[str, Any]]:
             yield row
 
 
-LISTING, STATE = "listing", "state"  # the two sides of the state join
+def stored_state(output: str) -> dict[str, list[dict[str, Any]]]:
+    """The stored ``_state`` rows by run folder (its full path)."""
+    stored: dict[str, list[dict[str, Any]]] = {}
+    for row in read_table_rows(output, STATE_TABLE):
+        stored.setdefault(row["root"], []).append(row)
+    return stored
 
 
-class _ListingsAndState(ListRuns):
-    """Either side of the state join, keyed by the run folder's full path.
+def previous_state(states: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A folder's stored row. Two rows only after a commit cut short while its run moved
+    partitions: either one heals (kept, or regraded with its rows dropped), but the same one
+    each time."""
+    if len(states) <= 1:
+        return states[0] if states else None
+    return min(states, key=lambda s: sorted((k, str(v)) for k, v in s.items()))
 
-    A listing side carries the listing's digest, not the listing: that is all the decision
-    needs, and ``PrepareRun`` lists again each run it reads. The listings were ~3x the bytes,
-    and the local runner holds the whole join in one place (make bench memory).
+
+# A run to grade: (run root relative to the input, fingerprint of the listing it was decided
+# on, previous state row or None). ``PrepareRun`` lists the run again and records that listing;
+# the fingerprint only tells whether the folder changed in between.
+RunToGrade = tuple[str, bytes, dict[str, str | int | None] | None]
+BATCH_RUNS = 32  # runs per shuffled batch: ~0.5 KB, and still thousands of batches per backfill
+_BATCH_ENCODER = msgspec.msgpack.Encoder()
+_BATCH_DECODER = msgspec.msgpack.Decoder(list[RunToGrade])
+
+
+def batch_runs(runs: list[RunToGrade]) -> bytes:
+    """Encoded and compressed: a batch's roots share most of their characters (~16 B a run)."""
+    return zlib.compress(_BATCH_ENCODER.encode(runs), 1)
+
+
+def unbatch_runs(kv: tuple[int, Iterable[bytes]]) -> Iterator[RunToGrade]:
+    for blob in kv[1]:
+        yield from _BATCH_DECODER.decode(zlib.decompress(blob))
+
+
+class _ListAndDecide(ListRuns):
+    """The fleet root → batches of runs to grade; the stored rows of the rest on ``keep``.
+
+    One step lists the fleet and decides each run against its stored state as the listing
+    streams by; the state is read first and each folder's rows are taken out of it as the
+    folder is listed, so what is left at the end is the state of folders that are gone. Only
+    the runs to grade cross the shuffle that spreads them over the workers, and they cross it
+    as encoded batches: the local runner holds a shuffle whole, and decoded, and a key and a
+    listing per folder held ~1 KB for each run of the fleet there (make bench memory), an
+    unchanged one included.
     """
 
-    def __init__(self, base: str, output: str) -> None:
+    def __init__(self, base: str, output: str, plans: PlanSet, trace_config: TraceConfig, full: bool,
+                 since: str | None, until: str | None, batch: int = BATCH_RUNS) -> None:
         super().__init__()
         self.base = base.rstrip("/")
         self.output = output
+        self.plans = plans
+        self.trace_config = trace_config
+        self.full = full
+        self.since = since
+        self.until = until
+        self.batch = batch
+        self.discovered = Metrics.counter("fleetgrade", "runs_discovered")
+        self.unchanged = Metrics.counter("fleetgrade", "runs_unchanged")
+        self.window = Metrics.counter("fleetgrade", "runs_out_of_window")
 
-    def process(self, side: str) -> Iterator[tuple[str, tuple[str, Any]]]:  # type: ignore[override]
-        if side == LISTING:
-            for root_rel, listing in super().process(self.base):
-                yield join(self.base, root_rel), (LISTING, (root_rel, listing_digest(listing)))
-        else:
-            for row in read_table_rows(self.output, STATE_TABLE):
-                yield row["root"], (STATE, row)
+    def setup(self) -> None:
+        self.digests = GradingDigests(self.plans, self.trace_config)
+
+    def in_window(self, date: str | None) -> bool:
+        if date is None:
+            return True
+        return (self.since is None or date >= self.since) and (self.until is None or date <= self.until)
+
+    def process(self, _: Any) -> Iterator[Any]:  # type: ignore[override]
+        stored = stored_state(self.output)
+        todo: list[RunToGrade] = []
+        batches = 0
+        for root_rel, listing in super().process(self.base):
+            self.discovered.inc()
+            previous = previous_state(stored.pop(join(self.base, root_rel), []))
+            digest = listing_digest(listing)
+            if previous is not None and not self.in_window(previous.get("date")):
+                self.window.inc()
+                yield beam.pvalue.TaggedOutput(KEEP, previous)
+            elif not self.full and unchanged(previous, digest, self.digests.for_workflow(
+                    previous.get("workflow") if previous else None)):
+                self.unchanged.inc()
+                yield beam.pvalue.TaggedOutput(KEEP, previous)
+            else:
+                todo.append((root_rel, listing_fingerprint(digest), previous))
+                if len(todo) >= self.batch:
+                    yield batches, batch_runs(todo)
+                    batches, todo = batches + 1, []
+        if todo:
+            yield batches, batch_runs(todo)
+        for states in stored.values():  # the input is gone: its rows stay (history), and so does its state
+            yield beam.pvalue.TaggedOutput(KEEP, previous_state(states))
 
 
-def _sides(root: str, values: Iterable[tuple[str, Any]]) -> tuple[str, dict[str, list[Any]]]:
-    groups: dict[str, list[Any]] = {LISTING: [], STATE: []}
-    for side, value in values:
-        groups[side].append(value)
-    return root, groups
+class DiscoverAndDecide(beam.PTransform):
+    """PBegin → (runs to grade, one ``RunToGrade`` each, spread over the workers; stored state
+    rows to keep: unchanged runs, runs outside --since/--until, folders that are gone)."""
 
-
-class JoinListingsAndState(beam.PTransform):
-    """PBegin → (run folder, {"listing": [(root, listing digest)], "state": [stored row]}) per folder
-    that is listed now, has a stored state, or both.
-
-    One step emits both sides and one GroupByKey joins them: a CoGroupByKey flattens two
-    collections, and the local runner runs a Flatten of two steps' outputs as a stage of its
-    own, which held every listing of the fleet in a worker (make bench memory).
-    """
-
-    def __init__(self, base: str, output: str) -> None:
+    def __init__(self, base: str, output: str, plans: PlanSet, trace_config: TraceConfig, full: bool = False,
+                 since: str | None = None, until: str | None = None) -> None:
         super().__init__()
-        self.base = base
-        self.output = output
+        self.decide = _ListAndDecide(base, output, plans, trace_config, full, since, until)
 
-    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        return (
+    def expand(self, pbegin: beam.pvalue.PBegin) -> tuple[beam.PCollection, beam.PCollection]:
+        decided = (
             pbegin
-            | "Sides" >> beam.Create([LISTING, STATE])
-            | "Read" >> beam.ParDo(_ListingsAndState(self.base, self.output))
-            | "Group" >> beam.GroupByKey()
-            | "Split" >> beam.MapTuple(_sides)
+            | "Root" >> beam.Create([None])
+            | "Decide" >> beam.ParDo(self.decide).with_outputs(KEEP, main="todo")
         )
+        # One batch per key: the shuffle only spreads the batches (a fusion break, so that
+        # distributed runners grade on every worker, not on the one that listed).
+        todo = decided.todo | "Spread" >> beam.GroupByKey() | "Runs" >> beam.FlatMap(unbatch_runs)
+        return todo, decided[KEEP]
 
 
 class ReadTable(beam.PTransform):
@@ -117,56 +181,3 @@ class ReadTable(beam.PTransform):
             | "Start" >> beam.Create([self.table])
             | "Read" >> beam.FlatMap(lambda t, out: read_table_rows(out, t), self.output)
         )
-
-
-class Decide(beam.DoFn):
-    """Per run folder: carry its state (unchanged, or its input is gone) or send it to grading.
-
-    Outputs (root, listing digest, previous state) to grade on the main output, and state rows
-    to keep on ``keep``.
-    """
-
-    def __init__(self, base: str, plans: PlanSet, trace_config: TraceConfig, full: bool,
-                 since: str | None, until: str | None) -> None:
-        self.base = base.rstrip("/")
-        self.plans = plans
-        self.trace_config = trace_config
-        self.full = full
-        self.since = since
-        self.until = until
-        self.discovered = Metrics.counter("fleetgrade", "runs_discovered")
-        self.unchanged = Metrics.counter("fleetgrade", "runs_unchanged")
-        self.window = Metrics.counter("fleetgrade", "runs_out_of_window")
-
-    def setup(self) -> None:
-        self.digests = GradingDigests(self.plans, self.trace_config)
-
-    def in_window(self, date: str | None) -> bool:
-        if date is None:
-            return True
-        return (self.since is None or date >= self.since) and (self.until is None or date <= self.until)
-
-    def process(self, kv: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[Any]:
-        _, groups = kv
-        listings = list(groups["listing"])
-        states = list(groups["state"])
-        # Two rows for a folder only after a commit cut short while its run moved partitions:
-        # either one heals (kept, or regraded with its rows dropped), but the same one each time.
-        previous = states[0] if len(states) == 1 else min(
-            states, key=lambda s: sorted((k, str(v)) for k, v in s.items()), default=None)
-        if not listings:  # the input is gone: its rows stay (history), and so does its state
-            if previous is not None:
-                yield beam.pvalue.TaggedOutput(KEEP, previous)
-            return
-        self.discovered.inc()
-        root_rel, digest = listings[0]
-        if previous is not None and not self.in_window(previous.get("date")):
-            self.window.inc()
-            yield beam.pvalue.TaggedOutput(KEEP, previous)
-            return
-        if not self.full and unchanged(previous, digest, self.digests.for_workflow(
-                previous.get("workflow") if previous else None)):
-            self.unchanged.inc()
-            yield beam.pvalue.TaggedOutput(KEEP, previous)
-            return
-        yield root_rel, digest, previous

@@ -14,7 +14,7 @@ from apache_beam.metrics import Metrics
 from graders.layout import layout_hints
 from graders.prepare import PreparedRun, prepare_run
 from graders.rows import dead_letter_row
-from graders.state import listing_digest
+from graders.state import listing_digest, listing_fingerprint
 from transforms.beamfiles import beam_run_files, join
 from transforms.discover import RunListing, list_run
 from transforms.heap import freeze_startup_heap, tune_heap
@@ -23,9 +23,9 @@ DEAD = "dead_letter"
 DEAD_STATE = "dead_state"  # (dead-letter row, listing digest, previous state) for the state table
 LOG = logging.getLogger("fleetgrade")
 
-# (root, listing) from discovery, or (root, listing digest, previous state row) from the
-# incremental decision.
-RunToRead = RunListing | tuple[str, str, Any]
+# (root, listing) from discovery, or (root, listing fingerprint, previous state row) from the
+# incremental decision (transforms.incremental.RunToGrade).
+RunToRead = RunListing | tuple[str, bytes, Any]
 
 
 class PreparedRunCoder(beam.coders.Coder):
@@ -88,11 +88,11 @@ class PrepareRun(beam.DoFn):
         # From the incremental decision, the run is listed again here and graded as it is now.
         root_rel = element[0]
         root = join(self.base, root_rel)
-        if isinstance(element[1], str):
+        if isinstance(element[1], bytes):
             listed, previous = element[1], element[2]
             listing = list_run(self.base, root_rel)
             digest = listing_digest(listing)
-            if digest != listed:
+            if listing_fingerprint(digest) != listed:
                 # Still being written, or rewritten, since discovery: its state records the
                 # listing read here, so the next run sees it unchanged only if it is.
                 self.changed.inc()

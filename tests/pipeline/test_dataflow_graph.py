@@ -28,7 +28,7 @@ def test_graph_has_one_step_per_grader_family_and_resource_hints():
                 resource_hints=True)
     proto = p.to_runner_api()
     names = {t.unique_name for t in proto.components.transforms.values()}
-    for step in ("Discover", "Decide", "Prepare", "Grade/Grade[builtin]", "Grade/Grade[trajectory]",
+    for step in ("Discover/Decide", "Discover/Spread", "Prepare", "Grade/Grade[builtin]", "Grade/Grade[trajectory]",
                  "Grade/Grade[operational-value]", "TraceRules", "Reliability", "Write/Commit"):
         assert any(n == step or n.startswith(step + "/") for n in names), step
     # The sandboxed family runs in an environment that asks for more memory.

@@ -147,7 +147,7 @@ def test_the_local_walk_lists_what_beams_local_filesystem_lists(tmp_path):
 def test_prepare_reads_a_run_as_it_is_now_and_records_that_listing(tmp_path):
     from apache_beam.metrics.metric import MetricsFilter
 
-    from graders.state import listing_digest
+    from graders.state import listing_digest, listing_fingerprint
     from transforms.discover import list_run
     from transforms.prepare import DEAD_STATE
 
@@ -158,8 +158,9 @@ def test_prepare_reads_a_run_as_it_is_now_and_records_that_listing(tmp_path):
         fh.write('{"type":"tool_call","tool_name":"b"}\n')  # written after discovery listed it
     now = {root: listing_digest(list_run(base, root)) for root in ("wf-a/run-11", "wf-b/2026-05-03/77")}
     assert now["wf-a/run-11"] != stale
-    todo = [("wf-a/run-11", stale, None), ("wf-b/2026-05-03/77", now["wf-b/2026-05-03/77"], None),
-            ("wf-b/run-99", listing_digest([("aw_info.json", 2, 0.0)]), None)]  # gone since discovery
+    fp = listing_fingerprint
+    todo = [("wf-a/run-11", fp(stale), None), ("wf-b/2026-05-03/77", fp(now["wf-b/2026-05-03/77"]), None),
+            ("wf-b/run-99", fp(listing_digest([("aw_info.json", 2, 0.0)])), None)]  # gone since discovery
     p = local_test_pipeline()
     prepared = p | beam.Create(todo) | beam.ParDo(PrepareRun(base)).with_outputs(DEAD, DEAD_STATE, main="runs")
     assert_that(prepared.runs | beam.Map(lambda r: (r.meta.root, r.listing_digest, r.meta.run_id)), equal_to([
