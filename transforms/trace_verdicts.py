@@ -18,7 +18,7 @@ from graders.trace_rules.config import TraceConfig
 from graders.trace_rules.ghaw import run_from_ghaw_trace, task_key
 from graders.trace_rules.verdicts import grade_run
 from schemas.version import FLEETGRADE_VERSION
-from transforms.reliability import DEFAULT_MAX_K, PassKCombineFn, task_reliability_row
+from transforms.reliability import DEFAULT_MAX_K, MergePartials, Partial, PassKCombineFn, task_reliability_row
 
 
 def verdict_row(prep: PreparedRun, cfg: TraceConfig) -> dict[str, Any]:
@@ -58,14 +58,20 @@ class TaskReliability(beam.PTransform):
 
     def expand(self, verdicts: beam.PCollection | tuple[beam.PCollection, ...]) -> beam.PCollection:
         parts = verdicts if isinstance(verdicts, tuple) else (verdicts,)
-        # Each part is reduced to its small (task, outcome) pairs before they are flattened: the
-        # local runner materializes a Flatten, and whole verdict rows held one per run.
-        keyed = tuple(part | f"KeyByTask[{i}]" >> beam.Map(_task_outcome) for i, part in enumerate(parts))
-        outcomes = keyed[0] if len(keyed) == 1 else keyed | "FlattenOutcomes" >> beam.Flatten()
+        fn = TupleCombineFn(PassKCombineFn(self.max_k), max)
+        # Each part is combined into one partial per task before they are flattened: the local
+        # runner materializes a Flatten, and a (task, outcome) pair per run held one per run.
+        # A workflow with one busy task would put every run on one worker: fan the combine out.
+        partials = tuple(
+            part
+            | f"KeyByTask[{i}]" >> beam.Map(_task_outcome)
+            | f"PartialPassK[{i}]" >> beam.CombinePerKey(Partial(fn)).with_hot_key_fanout(8)
+            for i, part in enumerate(parts)
+        )
+        flat = partials[0] if len(partials) == 1 else partials | "FlattenPartials" >> beam.Flatten()
         return (
-            outcomes
-            # A workflow with one busy task would put every run on one worker: fan the combine out.
-            | "PassK" >> beam.CombinePerKey(TupleCombineFn(PassKCombineFn(self.max_k), max)).with_hot_key_fanout(8)
+            flat
+            | "PassK" >> beam.CombinePerKey(MergePartials(fn))
             | "ReliabilityRows" >> beam.FlatMap(_reliability_row)
         )
 

@@ -5,6 +5,7 @@ import pyarrow as pa
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms.combiners import TupleCombineFn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +15,13 @@ from graders.trace_rules.verdicts import grade
 from schemas.trace_tables import TASK_RELIABILITY, TRACE_VERDICTS, file_schema
 from schemas.version import FLEETGRADE_VERSION
 from tests.helpers.combiners import assert_combiner_equivalent
-from transforms.reliability import PassKCombineFn, task_reliability_row, trace_verdict_rows
+from transforms.reliability import (
+    MergePartials,
+    Partial,
+    PassKCombineFn,
+    task_reliability_row,
+    trace_verdict_rows,
+)
 
 
 def test_combiner_plans_agree_on_worked_example():
@@ -27,6 +34,20 @@ def test_combiner_plans_agree_on_worked_example():
 @given(st.lists(st.booleans(), max_size=12))
 def test_combiner_plans_agree(outcomes):
     assert_combiner_equivalent(PassKCombineFn(max_k=3), outcomes)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.dates().map(str)), min_size=1, max_size=12), st.data())
+def test_partials_merged_agree_with_one_combine(inputs, data):
+    """TaskReliability combines each collection into partials, flattens them, and merges: the same
+    output as one combine over every input, whatever the split and the plan on either side."""
+    fn = TupleCombineFn(PassKCombineFn(max_k=3), max)
+    cuts = sorted(data.draw(st.lists(st.integers(1, len(inputs)), max_size=3)))
+    parts = [inputs[a:b] for a, b in zip([0, *cuts], [*cuts, len(inputs)], strict=True) if b > a]
+    partials = [assert_combiner_equivalent(Partial(fn), part) for part in parts]
+    whole = assert_combiner_equivalent(fn, inputs)
+    assert assert_combiner_equivalent(MergePartials(fn), partials) == whole
+    assert whole[1] == max(d for _, d in inputs)
 
 
 def test_combine_per_key_in_pipeline():
