@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import struct
 import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -74,8 +75,23 @@ _CHUNK_ROWS = 64  # rows held unpacked per partition: bounded memory, still ~10x
 _PENDING_ROWS = 1024
 _SHARD_BYTES = 1 << 20  # packed chunks held per bundle before they are written out
 SHARDS = "_shards"  # under the job's staging folder; no table has this name
-# (staged shard file, (offset, length) of each of one partition's packed chunks in it)
-ChunkRef = tuple[str, tuple[tuple[int, int], ...]]
+# A reference to one partition's packed chunks in one staged shard file: the shard's 16-byte id
+# (its file is <staging>/_shards/<table>-<id hex>), then (offset, length) of each chunk, as
+# little-endian uint64s. Bytes, not a tuple: references cross the shuffle once per partition
+# and shard, and the local runner holds a shuffle decoded, where a tuple of tuples took ~10x
+# the bytes (make bench memory).
+ChunkRef = bytes
+_SHARD_ID = 16
+
+
+def chunk_ref(shard: bytes, spans: list[tuple[int, int]]) -> ChunkRef:
+    return shard + struct.pack(f"<{2 * len(spans)}Q", *(n for span in spans for n in span))
+
+
+def ref_spans(ref: ChunkRef) -> tuple[bytes, list[tuple[int, int]]]:
+    """(shard id, chunk spans) of a reference."""
+    flat = struct.unpack_from(f"<{(len(ref) - _SHARD_ID) // 8}Q", ref, _SHARD_ID)
+    return ref[:_SHARD_ID], list(zip(flat[::2], flat[1::2], strict=True))
 
 
 def _pack(rows: list[dict[str, Any]]) -> bytes:
@@ -135,28 +151,35 @@ class StageRows(beam.DoFn):
     def _write(self) -> list[tuple[PartitionKey, ChunkRef]]:
         if not self.chunks:
             return []
-        path = join(self.staging, f"{SHARDS}/{self.table}-{uuid.uuid4().hex}")
+        shard = uuid.uuid4().bytes
         # One reference per partition and shard, not per chunk: with a long history a chunk
         # holds a few rows, and a reference per chunk made the shuffle grow with the rows.
         spans: dict[PartitionKey, list[tuple[int, int]]] = {}
         offset = 0
-        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
+        with FileSystems.create(shard_path(self.staging, self.table, shard),
+                                compression_type=CompressionTypes.UNCOMPRESSED) as fh:
             for key, data in self.chunks:
                 fh.write(data)
                 spans.setdefault(key, []).append((offset, len(data)))
                 offset += len(data)
         self.chunks, self.size = [], 0
-        return [(key, (path, tuple(s))) for key, s in spans.items()]
+        return [(key, chunk_ref(shard, s)) for key, s in spans.items()]
 
 
-def read_chunks(refs: Iterable[ChunkRef]) -> Iterator[dict[str, Any]]:
-    """The rows of staged chunks, one open file per shard."""
-    by_path: dict[str, list[tuple[int, int]]] = {}
-    for path, spans in refs:
-        by_path.setdefault(path, []).extend(spans)
-    for path in sorted(by_path):
+def shard_path(staging: str, table: str, shard: bytes) -> str:
+    return join(staging, f"{SHARDS}/{table}-{shard.hex()}")
+
+
+def read_chunks(staging: str, table: str, refs: Iterable[ChunkRef]) -> Iterator[dict[str, Any]]:
+    """The rows of ``table``'s chunks staged under ``staging``, one open file per shard."""
+    by_shard: dict[bytes, list[tuple[int, int]]] = {}
+    for ref in refs:
+        shard, spans = ref_spans(ref)
+        by_shard.setdefault(shard, []).extend(spans)
+    for shard in sorted(by_shard):
+        path = shard_path(staging, table, shard)
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-            for offset, length in sorted(by_path[path]):
+            for offset, length in sorted(by_shard[shard]):
                 fh.seek(offset)
                 yield from pickle.loads(zlib.decompress(fh.read(length)))
 
@@ -183,7 +206,7 @@ class _WritePartition(beam.DoFn):
 
     def process(self, kv: tuple[PartitionKey, dict[str, Iterable[Any]]]) -> Iterator[Action]:
         (table, workflow, date), groups = kv
-        new_rows = list(read_chunks(groups["rows"]))
+        new_rows = list(read_chunks(self.staging, table, groups["rows"]))
         if table in self.assemble:
             new_rows = self.assemble[table](new_rows)
         drops = {ident for idents in groups["drops"] for ident in idents}

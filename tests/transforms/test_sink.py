@@ -8,7 +8,7 @@ import apache_beam as beam
 from apache_beam.testing.util import assert_that, equal_to
 
 from tests.helpers.beam import local_test_pipeline
-from transforms.sink import _PENDING_ROWS, StageRows, read_chunks
+from transforms.sink import _PENDING_ROWS, StageRows, chunk_ref, read_chunks, ref_spans
 
 
 def _rows(n: int, workflow: str = "wf-a", date: str = "2026-05-01") -> list[dict[str, object]]:
@@ -23,7 +23,7 @@ def test_stage_rows_writes_chunks_before_the_bundle_ends(tmp_path: Path) -> None
     emitted = [ref for row in rows for ref in fn.process(row)]
     assert emitted, "a full chunk is written and referenced while the bundle is still running"
     assert {key for key, _ in emitted} == {("runs", "wf-a", "2026-05-01")}
-    assert list(read_chunks(ref for _, ref in emitted)) == rows
+    assert list(read_chunks(str(tmp_path), "runs", (ref for _, ref in emitted))) == rows
     assert fn.pending == {} and fn.chunks == []
     assert list(fn.finish_bundle()) == []
 
@@ -36,7 +36,7 @@ def test_staged_rows_read_back_per_partition(tmp_path: Path) -> None:
             | beam.Create(rows)
             | beam.ParDo(StageRows("runs", str(tmp_path), shard_bytes=2000))
             | beam.GroupByKey()
-            | beam.Map(lambda kv: (kv[0], sorted(int(r["run_id"]) for r in read_chunks(kv[1]))))
+            | beam.Map(lambda kv: (kv[0], sorted(int(r["run_id"]) for r in read_chunks(str(tmp_path), "runs", kv[1]))))
         )
         assert_that(got, equal_to([
             (("runs", "wf-a", "2026-05-01"), list(range(150))),
@@ -58,7 +58,7 @@ def test_rows_waiting_over_many_partitions_are_bounded(tmp_path: Path) -> None:
         assert sum(map(len, fn.pending.values())) == fn.pending_rows
     emitted += [wv.value for wv in fn.finish_bundle()]
     assert len({key for key, _ in emitted}) == len(days)
-    got = sorted((r["date"], r["run_id"]) for r in read_chunks(ref for _, ref in emitted))
+    got = sorted((r["date"], r["run_id"]) for r in read_chunks(str(tmp_path), "runs", (ref for _, ref in emitted)))
     assert got == sorted((r["date"], r["run_id"]) for r in rows)
 
 
@@ -72,8 +72,17 @@ def test_one_reference_per_partition_and_shard(tmp_path: Path) -> None:
     rows = [{**_rows(1, date=day)[0], "run_id": str(i)} for i in range(30) for day in days]
     emitted = [ref for row in rows for ref in fn.process(row)] + [wv.value for wv in fn.finish_bundle()]
     assert len(emitted) == len(days), "one reference per partition"
-    assert len({path for _, (path, _) in emitted}) == 1
-    assert max(len(spans) for _, (_, spans) in emitted) > 1, "several chunks per partition in the shard"
+    assert len({ref_spans(ref)[0] for _, ref in emitted}) == 1
+    assert max(len(ref_spans(ref)[1]) for _, ref in emitted) > 1, "several chunks per partition in the shard"
     for (_, _, day), ref in emitted:
-        assert sorted(int(r["run_id"]) for r in read_chunks([ref])) == list(range(30))
-        assert {r["date"] for r in read_chunks([ref])} == {day}
+        assert sorted(int(r["run_id"]) for r in read_chunks(str(tmp_path), "runs", [ref])) == list(range(30))
+        assert {r["date"] for r in read_chunks(str(tmp_path), "runs", [ref])} == {day}
+
+
+def test_a_reference_packs_its_shard_and_spans() -> None:
+    shard = bytes(range(16))
+    spans = [(0, 1), (1, 2**40), (2**63, 7)]
+    ref = chunk_ref(shard, spans)
+    assert len(ref) == 16 + 16 * len(spans)
+    assert ref_spans(ref) == (shard, spans)
+    assert ref_spans(chunk_ref(shard, [])) == (shard, [])
