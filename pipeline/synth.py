@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -162,7 +162,18 @@ def plan_fleet(opts: SynthOptions) -> list[PlannedRun]:
         issue = 100 + min(int(rng.paretovariate(1.2)) - 1, 400) + 1000 * WORKFLOWS.index(wf)
         next_id += rng.randint(1, 40)
         runs.append(PlannedRun(i, wf, next_id, 1, issue, rng.randrange(max(1, opts.days)), bad.get(i)))
-    return runs
+    return _days_in_id_order(runs)
+
+
+def _days_in_id_order(runs: list[PlannedRun]) -> list[PlannedRun]:
+    """The same days, given out in run-id order: GitHub numbers runs as they start, so a later
+    run never has an earlier id (an attempt 2 keeps its run's id and day)."""
+    days = iter(sorted(r.day for r in runs if r.attempt == 1))
+    out: list[PlannedRun] = []
+    for r in runs:  # ids grow with the index
+        day = next(days) if r.attempt == 1 else out[-1].day
+        out.append(replace(r, day=day))
+    return out
 
 
 def _dumps(obj: Any) -> bytes:
@@ -543,7 +554,8 @@ def synth_options(opts: SynthOptions) -> dict[str, Any]:
     """The options that shape a fleet (besides seed and size), as the manifest records them."""
     return {"medium": opts.mix.medium, "large": opts.mix.large, "near_limit_rate": opts.near_limit_rate,
             "max_file_mib": opts.max_file_mib, "malformed_rate": opts.malformed_rate,
-            "rerun_rate": opts.rerun_rate, "days": opts.days, "start_date": opts.start_date}
+            "rerun_rate": opts.rerun_rate, "days": opts.days, "start_date": opts.start_date,
+            "ids_follow_days": True}
 
 
 def synth_fleet(out: Path, opts: SynthOptions) -> list[SynthRun]:

@@ -62,6 +62,9 @@ def test_layout_and_artifact_kinds(tmp_path):
              if str(p.relative_to(out)).rsplit("/aw", 1)[0] in good]
     dates = {i["created_at"][:10] for i in infos}
     assert len(dates) >= 3
+    # GitHub numbers runs as they start: a later run id never has an earlier date.
+    by_id = sorted((i["run_id"], i["run_attempt"], i["created_at"][:10]) for i in infos)
+    assert [d for _, _, d in by_id] == sorted(d for _, _, d in by_id)
     assert any(e["attempt"] == 2 for e in fleet)
     assert {e["malformed"] for e in fleet if e["malformed"]} == set(MALFORMED_KINDS)
 
@@ -69,7 +72,10 @@ def test_layout_and_artifact_kinds(tmp_path):
 def test_reruns_and_shared_tasks():
     runs = plan_fleet(SynthOptions(runs=400, seed=1))
     reruns = [r for r in runs if r.attempt == 2]
-    assert reruns and all(any(o.run_id == r.run_id and o.attempt == 1 for o in runs) for r in reruns)
+    assert reruns and all(any(o.run_id == r.run_id and o.attempt == 1 and o.day == r.day for o in runs)
+                          for r in reruns)
+    assert [r.day for r in sorted(runs, key=lambda r: r.run_id)] == sorted(r.day for r in runs)
+    assert len({r.day for r in runs}) == 5
     per_task = {}
     for r in runs:
         per_task.setdefault((r.workflow, r.issue), set()).add(r.run_id)
