@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (< 2 minutes on 2 cores)")
     parser.add_argument("--json", default=".bench/results.json", help="where to write the rows")
     parser.add_argument("--only", action="append", default=[], help="run only these parts")
+    parser.add_argument("--memory-runs", default="",
+                        help="fleet sizes of the memory part, comma-separated (default 1000,10000; quick 200,1000)")
     args = parser.parse_args(argv)
     rows: list[dict[str, Any]] = []
     for part in PARTS:
@@ -35,7 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"running {part}{' (quick)' if args.quick else ''} …", flush=True)
         started = time.perf_counter()
         mod = importlib.import_module(f"bench.{part}")
-        part_rows = mod.run(args.quick)
+        if part == "memory" and args.memory_runs:
+            part_rows = mod.run(args.quick, tuple(int(n) for n in args.memory_runs.split(",")))
+        else:
+            part_rows = mod.run(args.quick)
         print(f"  {part} done in {time.perf_counter() - started:.1f}s", flush=True)
         for row in part_rows:
             row.setdefault("part", part)

@@ -1,6 +1,6 @@
-"""Peak RSS per worker at two fleet sizes, and throughput scaling between them.
+"""Peak RSS per worker at two (or more) fleet sizes, and throughput scaling between them.
 
-Each measurement runs in a fresh subprocess (``python -m bench.memory --child MODE FLEET``) so
+Each measurement runs in a fresh subprocess (``python -m bench.memory --child MODE FLEET RUNS``) so
 peaks do not leak between measurements; the child reports VmHWM from /proc/self/status
 (ru_maxrss where /proc is absent). The in-process pipeline runs runner and worker as one
 process, so its VmHWM includes the runner's buffers of every collection crossing a stage; the
@@ -9,10 +9,11 @@ children). Fleets are small-file fleets whose history (days) grows with the run 
 (``bench.common.small_file_fleet``): the run count, not run size, must not make memory grow.
 
 The Beam floor is what the local runner needs to discover the fleet: the pipeline's own
-discovery step (each run's listing digest joined with the empty state by run, one shuffle),
-nothing graded or written. Its growth from the small to the large fleet is the
-runner's and discovery's (its buffers and data plane hold a stage's whole input, which a
-distributed runner splits into bundles); the pipeline's growth is read against it.
+discovery step (the fleet listed and decided against the empty state, the runs to grade
+spread over the workers in batches, one shuffle), nothing graded or written. Its growth from
+the small to the large fleet is the runner's and discovery's (the runner holds a shuffle whole,
+which a distributed runner splits into bundles); the pipeline's growth is read against it,
+and against the plain loop's (the grading core's own).
 """
 
 from __future__ import annotations
@@ -107,34 +108,38 @@ def measure(mode: str, root: Path) -> dict[str, Any]:
     return result
 
 
-def run(quick: bool) -> list[dict[str, Any]]:
-    small_n, large_n = (200, 1000) if quick else (1000, 10000)
-    fleets = {n: small_file_fleet(11, n) for n in (small_n, large_n)}
+def run(quick: bool, sizes: tuple[int, ...] | None = None) -> list[dict[str, Any]]:
+    """Each mode at each fleet size (1k and 10k runs; 200 and 1k quick; ``sizes`` when given,
+    e.g. ``python -m bench --only memory --memory-runs 1000,10000,30000``), every peak and speed
+    as a ratio to the smallest fleet's."""
+    sizes = sizes or ((200, 1000) if quick else (1000, 10000))
+    fleets = {n: small_file_fleet(11, n) for n in sizes}
     rows = []
     for mode in ("loop", "floor", "pipeline", "floor-mp", "pipeline-mp"):
-        got = {n: measure(mode, fleets[n]) for n in (small_n, large_n)}
-        a, b = got[small_n], got[large_n]
+        got = [measure(mode, fleets[n]) for n in sizes]
         label = {"loop": "plain loop", "pipeline": "pipeline in-process", "pipeline-mp": "pipeline multi-process x2",
                  "floor": "Beam floor in-process", "floor-mp": "Beam floor multi-process x2"}[mode]
         if mode in ("pipeline-mp", "floor-mp"):
-            rows += _peaks(f"{label}, largest worker", a["worker_peak_rss_mb"], b["worker_peak_rss_mb"], small_n, large_n)
-            rows += _peaks(f"{label}, coordinator", a["peak_rss_mb"], b["peak_rss_mb"], small_n, large_n)
+            rows += _peaks(f"{label}, largest worker", [g["worker_peak_rss_mb"] for g in got], sizes)
+            rows += _peaks(f"{label}, coordinator", [g["peak_rss_mb"] for g in got], sizes)
         else:
-            rows += _peaks(label, a["peak_rss_mb"], b["peak_rss_mb"], small_n, large_n,
-                           note=f"after imports {a['import_rss_mb']:.0f}")
+            rows += _peaks(label, [g["peak_rss_mb"] for g in got], sizes,
+                           note=f"after imports {got[0]['import_rss_mb']:.0f}")
         if mode in FLOORS:
             continue  # a floor's speed says nothing about grading
-        rows += [
-            row(f"{label}: runs/s at {small_n} runs", a["runs"] / a["seconds"], "runs/s"),
-            row(f"{label}: runs/s at {large_n} runs (scaling)", b["runs"] / b["seconds"], "runs/s",
-                baseline=a["runs"] / a["seconds"], ratio=(b["runs"] / b["seconds"]) / (a["runs"] / a["seconds"])),
-        ]
+        speeds = [g["runs"] / g["seconds"] for g in got]
+        rows.append(row(f"{label}: runs/s at {sizes[0]} runs", speeds[0], "runs/s"))
+        rows += [row(f"{label}: runs/s at {n} runs (scaling)", v, "runs/s", baseline=speeds[0], ratio=v / speeds[0])
+                 for n, v in zip(sizes[1:], speeds[1:], strict=True)]
     return rows
 
 
-def _peaks(label: str, small: float, large: float, small_n: int, large_n: int, note: str = "") -> list[dict[str, Any]]:
-    return [row(f"{label}: peak RSS at {small_n} runs", small, "MiB", note=note),
-            row(f"{label}: peak RSS at {large_n} runs", large, "MiB", baseline=small, ratio=large / small)]
+def _peaks(label: str, peaks: list[float], sizes: tuple[int, ...], note: str = "") -> list[dict[str, Any]]:
+    base = peaks[0]
+    return [row(f"{label}: peak RSS at {sizes[0]} runs", base, "MiB", note=note)] + [
+        row(f"{label}: peak RSS at {n} runs", peak, "MiB", baseline=base, ratio=peak / base,
+            note=f"{peak - base:+.1f} MiB")
+        for n, peak in zip(sizes[1:], peaks[1:], strict=True)]
 
 
 if __name__ == "__main__":
