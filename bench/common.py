@@ -133,7 +133,7 @@ def manifest_entries(root: Path) -> list[tuple[str, str]]:
 def loop_one(root: Path, folder: str, tier: str, plan: GradingPlan, rules: TraceConfig) -> RunTiming:
     """The plain loop's work on one run folder, timed."""
     t0 = time.perf_counter()
-    files = local_run_files(root / folder)
+    files = local_run_files(os.path.join(root, folder))  # not pathlib, see local_run_files
     graded = True
     t1 = t0
     try:

@@ -12,7 +12,6 @@ import hashlib
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import IO
 
 from graders.jsonio import MAX_LINE_LENGTH, LineBatch
@@ -129,7 +128,9 @@ def local_run_files(root: str | os.PathLike[str]) -> RunFiles:
     the directory listing): a symlink, to a file or a folder, is skipped; so is an unreadable
     folder, as ``os.walk`` does.
     """
-    base = Path(root)
+    # Plain strings, not pathlib: a Path interns each part of every path it parses, and the
+    # table of interned strings grew with the runs read (3.7 MiB at 10k runs, make bench memory).
+    base = os.fspath(root)
     sizes: dict[str, int] = {}
 
     def scan(folder: str, prefix: str) -> None:
@@ -146,12 +147,12 @@ def local_run_files(root: str | os.PathLike[str]) -> RunFiles:
             elif entry.is_file(follow_symlinks=False):
                 sizes[prefix + entry.name] = entry.stat(follow_symlinks=False).st_size
 
-    scan(str(base), "")
+    scan(base, "")
 
     def opener(rel: str) -> AbstractContextManager[IO[bytes]]:
-        return open(base / rel, "rb")
+        return open(os.path.join(base, rel), "rb")
 
-    return RunFiles(str(base), sizes, opener)
+    return RunFiles(base, sizes, opener)
 
 
 def memory_run_files(files: Mapping[str, bytes], root: str = "memory:") -> RunFiles:
