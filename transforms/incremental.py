@@ -14,7 +14,7 @@ from apache_beam.metrics import Metrics
 
 from graders.parquet import HIVE_NULL, decode_table
 from graders.plan import PlanSet
-from graders.state import GradingDigests, listing_digest, listing_fingerprint, unchanged
+from graders.state import GradingDigests, StoredState, listing_digest, listing_fingerprint, unchanged
 from graders.trace_rules.config import TraceConfig
 from schemas.state_table import STATE_TABLE
 from transforms.beamfiles import join
@@ -51,12 +51,9 @@ def read_table_rows(output: str, table: str) -> Iterator[dict[str, Any]]:
             yield row
 
 
-def stored_state(output: str) -> dict[str, list[dict[str, Any]]]:
+def stored_state(output: str) -> StoredState:
     """The stored ``_state`` rows by run folder (its full path)."""
-    stored: dict[str, list[dict[str, Any]]] = {}
-    for row in read_table_rows(output, STATE_TABLE):
-        stored.setdefault(row["root"], []).append(row)
-    return stored
+    return StoredState(read_table_rows(output, STATE_TABLE))
 
 
 def previous_state(states: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -128,7 +125,7 @@ class _ListAndDecide(ListRuns):
         batches = 0
         for root_rel, listing in super().process(self.base):
             self.discovered.inc()
-            previous = previous_state(stored.pop(join(self.base, root_rel), []))
+            previous = previous_state(stored.pop(join(self.base, root_rel)))
             digest = listing_digest(listing)
             if previous is not None and not self.in_window(previous.get("date")):
                 self.window.inc()
@@ -144,7 +141,7 @@ class _ListAndDecide(ListRuns):
                     batches, todo = batches + 1, []
         if todo:
             yield batches, batch_runs(todo)
-        for states in stored.values():  # the input is gone: its rows stay (history), and so does its state
+        for states in stored.drain():  # the input is gone: its rows stay (history), and so does its state
             yield beam.pvalue.TaggedOutput(KEEP, previous_state(states))
 
 

@@ -10,7 +10,7 @@ import apache_beam as beam
 from apache_beam.testing.util import assert_that, equal_to
 
 from graders.plan import PlanSet, default_plan
-from graders.state import GradingDigests, graded_state, listing_digest, listing_fingerprint
+from graders.state import GradingDigests, StoredState, graded_state, listing_digest, listing_fingerprint
 from graders.trace_rules.config import default_config
 from tests.helpers.beam import local_test_pipeline
 from tests.transforms.test_graph import make_fleet
@@ -25,10 +25,7 @@ def _decide(base: str, stored: list[dict[str, Any]], **options: Any) -> tuple[li
     plans, cfg = PlanSet(default_plan()), default_config()
     fn = _ListAndDecide(base, base + "/out", plans, cfg, **{"full": False, "since": None, "until": None, **options})
     fn.setup()
-    by_root: dict[str, list[dict[str, Any]]] = {}
-    for row in stored:
-        by_root.setdefault(row["root"], []).append(row)
-    with patch("transforms.incremental.stored_state", return_value=by_root):
+    with patch("transforms.incremental.stored_state", return_value=StoredState(stored)):
         out = list(fn.process(None))
     kept = [o.value for o in out if isinstance(o, beam.pvalue.TaggedOutput) and o.tag == KEEP]
     batches = [o for o in out if not isinstance(o, beam.pvalue.TaggedOutput)]
