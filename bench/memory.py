@@ -95,11 +95,12 @@ def beam_floor(root: Path, mode: str, runs: int) -> float:
     return time.perf_counter() - started
 
 
-def measure(mode: str, root: Path) -> dict[str, Any]:
+def measure(mode: str, root: Path, runs: int) -> dict[str, Any]:
+    """One measurement of ``mode`` on the fleet at ``root``, of ``runs`` runs, in a fresh process."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path.cwd()), env.get("PYTHONPATH", "")) if p)
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "bench.memory", "--child", mode, str(root), str(len(manifest(root)))],
+    proc = subprocess.run([sys.executable, "-m", "bench.memory", "--child", mode, str(root), str(runs)],
                           capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"memory child {mode} {root} failed:\n{proc.stderr[-3000:]}")
@@ -114,9 +115,10 @@ def run(quick: bool, sizes: tuple[int, ...] | None = None) -> list[dict[str, Any
     as a ratio to the smallest fleet's."""
     sizes = sizes or ((200, 1000) if quick else (1000, 10000))
     fleets = {n: small_file_fleet(11, n) for n in sizes}
+    counts = {n: len(manifest(root)) for n, root in fleets.items()}  # read once, not per measurement
     rows = []
     for mode in ("loop", "floor", "pipeline", "floor-mp", "pipeline-mp"):
-        got = [measure(mode, fleets[n]) for n in sizes]
+        got = [measure(mode, fleets[n], counts[n]) for n in sizes]
         label = {"loop": "plain loop", "pipeline": "pipeline in-process", "pipeline-mp": "pipeline multi-process x2",
                  "floor": "Beam floor in-process", "floor-mp": "Beam floor multi-process x2"}[mode]
         if mode in ("pipeline-mp", "floor-mp"):

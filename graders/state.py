@@ -117,6 +117,7 @@ class _Stored(msgspec.Struct, array_like=True, gc=False):
 
 
 _STORED_FIELDS = _Stored.__struct_fields__
+_DIGEST_FIELDS = frozenset({"listing_digest", "grading_digest"})
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder(_Stored)
@@ -145,7 +146,7 @@ class StoredState:
 
     def add(self, row: dict[str, Any]) -> None:
         blob = _ENCODER.encode(_Stored(*(
-            _pack_digest(row.get(f)) if f.endswith("_digest") else row.get(f) for f in _STORED_FIELDS)))
+            _pack_digest(row.get(f)) if f in _DIGEST_FIELDS else row.get(f) for f in _STORED_FIELDS)))
         root = row["root"]
         held = self._rows.get(root)
         if held is None:
@@ -161,15 +162,16 @@ class StoredState:
     def pop(self, root: str) -> list[dict[str, Any]]:
         """The rows of ``root``, taken out (none when it has no state)."""
         held = self._rows.pop(root, None)
-        if held is None:
-            return []
-        return [_row(root, blob) for blob in ([held] if isinstance(held, bytes) else held)]
+        return [] if held is None else _rows(root, held)
 
     def drain(self) -> Iterator[list[dict[str, Any]]]:
         """The rows of every folder not taken out yet, a folder at a time."""
         while self._rows:
-            root = next(iter(self._rows))
-            yield self.pop(root)
+            yield _rows(*self._rows.popitem())
+
+
+def _rows(root: str, held: bytes | list[bytes]) -> list[dict[str, Any]]:
+    return [_row(root, blob) for blob in ([held] if isinstance(held, bytes) else held)]
 
 
 def _row(root: str, blob: bytes) -> dict[str, Any]:
@@ -177,5 +179,5 @@ def _row(root: str, blob: bytes) -> dict[str, Any]:
     row: dict[str, Any] = {"root": root}
     for f in _STORED_FIELDS:
         value = getattr(stored, f)
-        row[f] = _unpack_digest(value) if f.endswith("_digest") else value
+        row[f] = _unpack_digest(value) if f in _DIGEST_FIELDS else value
     return row
