@@ -83,3 +83,32 @@ def test_the_free_heap_is_trimmed_by_one_thread_per_process():
 def test_a_c_library_without_malloc_trim_starts_nothing():
     with patch.object(heap, "_trimming", False), patch.object(heap.ctypes, "CDLL", side_effect=OSError("no libc")):
         assert heap.trim_heap_periodically() is False
+
+
+def test_young_collections_are_relaxed_and_cycles_are_still_collected_without_an_explicit_collect():
+    import gc
+    import weakref
+
+    saved = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 7, 9)
+        gc.collect()  # young count back to 0
+        heap.relax_young_collections()
+        assert gc.get_threshold() == (heap.YOUNG_GC_THRESHOLD, 7, 9)  # older generations unchanged
+        heap.relax_young_collections()  # a second DoFn's setup changes nothing
+        assert gc.get_threshold() == (heap.YOUNG_GC_THRESHOLD, 7, 9)
+
+        class Node:
+            other: object
+
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        ref = weakref.ref(a)
+        del a, b
+        kept = [[] for _ in range(heap.YOUNG_GC_THRESHOLD // 2)]  # fewer new containers: no collection yet
+        assert ref() is not None
+        kept += [[] for _ in range(heap.YOUNG_GC_THRESHOLD)]  # past the threshold: a young collection ran
+        assert ref() is None
+        del kept
+    finally:
+        gc.set_threshold(*saved)
