@@ -241,8 +241,20 @@ def _files_under(root: str) -> list[str]:
     return [m.path for r in FileSystems.match([root + "/**"]) for m in r.metadata_list]
 
 
+def _files_by_folder(output: str, tables: Iterable[str]) -> dict[str, list[str]]:
+    """The files of these tables under ``output``, by folder: one listing per table, not one per
+    partition (on an object store each is a list request, and a backfill commits thousands)."""
+    by_folder: dict[str, list[str]] = {}
+    for table in sorted(set(tables)):
+        for path in _files_under(join(output, table)):
+            by_folder.setdefault(_parent(path), []).append(path)
+    return by_folder
+
+
 def _ensure_dir(path: str) -> None:
     """Local renames need the target folder; object stores have no folders (a no-op there)."""
+    if "://" in path:
+        return
     if not FileSystems.exists(path):
         try:
             FileSystems.mkdirs(path)
@@ -301,6 +313,7 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
     """
     fault = _Fault()
     ordered = sorted(actions, key=lambda a: (a[1].startswith("_state"), a[1], a[0]))
+    present = _files_by_folder(output, (rel.split("/", 1)[0] for action, rel in ordered if action == "write"))
     committed = []
     for action, rel in ordered:
         dst = join(output, rel)
@@ -310,10 +323,12 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
                 if FileSystems.exists(dst):  # already committed by an earlier attempt
                     continue
                 raise FileNotFoundError(f"staged partition file missing: {src}")
-            _ensure_dir(_parent(dst))
+            folder = _parent(dst)
+            if folder not in present:  # a new partition
+                _ensure_dir(folder)
             FileSystems.rename([src], [dst])
             # Any other file in the partition is from an older writer: the partition is now `dst`.
-            stale = [p for p in _files_under(_parent(dst)) if p.rsplit("/", 1)[-1] != PART_NAME]
+            stale = [p for p in present.get(folder, ()) if p.rsplit("/", 1)[-1] != PART_NAME]
             if stale:
                 FileSystems.delete(stale)
             committed.append(rel)

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
+from unittest.mock import patch
 
 import apache_beam as beam
 from apache_beam.testing.util import assert_that, equal_to
 
 from tests.helpers.beam import local_test_pipeline
-from transforms.sink import _PENDING_ROWS, StageRows, chunk_ref, read_chunks, ref_spans
+from transforms import sink
+from transforms.sink import (
+    _PENDING_ROWS,
+    PART_NAME,
+    STAGING,
+    StageRows,
+    chunk_ref,
+    commit,
+    read_chunks,
+    ref_spans,
+)
 
 
 def _rows(n: int, workflow: str = "wf-a", date: str = "2026-05-01") -> list[dict[str, object]]:
@@ -86,3 +97,40 @@ def test_a_reference_packs_its_shard_and_spans() -> None:
     assert len(ref) == 16 + 16 * len(spans)
     assert ref_spans(ref) == (shard, spans)
     assert ref_spans(chunk_ref(shard, [])) == (shard, [])
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def test_commit_moves_staged_files_drops_older_writers_files_and_lists_each_table_once(tmp_path: Path) -> None:
+    out, staging = tmp_path / "out", tmp_path / "out" / STAGING / "job"
+    old_part = "runs/workflow=wf-a/date=2026-05-01"
+    (out / old_part).mkdir(parents=True)
+    (out / old_part / PART_NAME).write_bytes(b"old")
+    (out / old_part / "part-00001-of-00002.parquet").write_bytes(b"older writer")
+    (out / "runs/workflow=wf-b/date=2026-05-01").mkdir(parents=True)
+    (out / "runs/workflow=wf-b/date=2026-05-01" / PART_NAME).write_bytes(b"emptied")
+    untouched = "grader_results/workflow=wf-a/date=2026-04-30/extra.parquet"
+    (out / untouched).parent.mkdir(parents=True)
+    (out / untouched).write_bytes(b"not in a written partition")
+    writes = [f"{old_part}/{PART_NAME}", f"runs/workflow=wf-c/date=2026-05-02/{PART_NAME}",
+              f"grader_results/workflow=wf-a/date=2026-05-01/{PART_NAME}"]
+    for rel in writes:
+        (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+        (staging / rel).write_bytes(b"new " + rel.encode())
+    actions = [("write", rel) for rel in writes] + [("delete", f"runs/workflow=wf-b/date=2026-05-01/{PART_NAME}")]
+
+    listed: list[str] = []
+    files_under = sink._files_under
+    with patch.object(sink, "_files_under", side_effect=lambda root: listed.append(root) or files_under(root)):
+        committed = commit(None, actions, str(out), str(staging), ["runs", "grader_results"])
+
+    assert sorted(committed) == sorted(rel for _, rel in actions)
+    assert sorted(listed) == sorted([str(out / "grader_results"), str(out / "runs"), str(out / STAGING)])
+    assert _files(out) == {*writes, untouched}
+    for rel in writes:
+        assert (out / rel).read_bytes() == b"new " + rel.encode()
+    # A retried commit (its staged files already moved) changes nothing.
+    assert commit(None, actions, str(out), str(staging), ["runs", "grader_results"]) == []
+    assert _files(out) == {*writes, untouched}
