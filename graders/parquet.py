@@ -32,10 +32,14 @@ def decode_table(table: str, data: bytes) -> list[dict[str, Any]]:
     return pq.read_table(io.BytesIO(data), schema=TABLES[table]).to_pylist()
 
 
+_ABSENT = (False, 0)
+
+
 def _sort_key(keys: tuple[str, ...]) -> Any:
     def key(row: dict[str, Any]) -> tuple[Any, ...]:
-        # None sorts first; mixed types never occur within one column.
-        return tuple((row.get(k) is not None, row.get(k) if row.get(k) is not None else 0) for k in keys)
+        # None sorts first; mixed types never occur within one column. One get per key: this runs
+        # once per row written.
+        return tuple([_ABSENT if v is None else (True, v) for v in map(row.get, keys)])
 
     return key
 
