@@ -62,28 +62,31 @@ def _local_entries(top: str) -> Iterator[tuple[str, int, float]]:
     folder's entries by name, a subfolder's files where its name comes (``_path_order``).
     """
 
-    def walk(folder: str, rel: str) -> Iterator[tuple[str, int, float]]:
-        try:
-            with os.scandir(folder) as it:
-                found = sorted(it, key=lambda e: e.name)
-        except OSError:
-            return
-        for entry in found:
-            try:
-                is_dir = entry.is_dir()
-            except OSError:
-                is_dir = False
-            if is_dir:
-                if not entry.is_symlink():
-                    yield from walk(entry.path, rel + entry.name + "/")
-                continue
-            try:
-                st = entry.stat()
-            except OSError:
-                continue
-            yield rel + entry.name, st.st_size, st.st_mtime
+    return _walk(top, "")
 
-    return walk(top, "")
+
+def _walk(folder: str, rel: str) -> Iterator[tuple[str, int, float]]:
+    # Module-level, not a closure: a closure that calls itself is a reference cycle, left for
+    # the cyclic GC once per run listed (workers run it rarely, transforms.heap).
+    try:
+        with os.scandir(folder) as it:
+            found = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in found:
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        if is_dir:
+            if not entry.is_symlink():
+                yield from _walk(entry.path, rel + entry.name + "/")
+            continue
+        try:
+            st = entry.stat()
+        except OSError:
+            continue
+        yield rel + entry.name, st.st_size, st.st_mtime
 
 
 def list_run(base: str, root_rel: str) -> list[tuple[str, int, float]]:
