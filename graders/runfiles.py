@@ -121,16 +121,20 @@ class RunFiles:
         return f"{self.root.rstrip('/')}/{rel}"
 
 
+def sorted_entries(folder: str) -> list[os.DirEntry[str]]:
+    """A folder's entries by name; none when it cannot be read (``os.walk`` skips it too)."""
+    try:
+        with os.scandir(folder) as listing:
+            return sorted(listing, key=lambda e: e.name)
+    except OSError:
+        return []
+
+
 def _scan(folder: str, prefix: str, sizes: dict[str, int]) -> None:
     # A module-level function, not a closure: a closure that calls itself is a reference cycle,
     # and each run's would keep its listing until the cyclic GC ran (workers run it rarely,
     # transforms.heap), ~1 KB a run in make bench memory.
-    try:
-        with os.scandir(folder) as listing:
-            entries = sorted(listing, key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
+    for entry in sorted_entries(folder):
         if entry.is_symlink():
             continue
         if entry.is_dir(follow_symlinks=False):

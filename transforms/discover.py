@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -11,6 +10,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from graders.layout import run_root_of
+from graders.runfiles import sorted_entries
 from transforms.beamfiles import join
 
 # (run root relative to input, [(rel, size, mtime seconds)])
@@ -68,12 +68,7 @@ def _local_entries(top: str) -> Iterator[tuple[str, int, float]]:
 def _walk(folder: str, rel: str) -> Iterator[tuple[str, int, float]]:
     # Module-level, not a closure: a closure that calls itself is a reference cycle, left for
     # the cyclic GC once per run listed (workers run it rarely, transforms.heap).
-    try:
-        with os.scandir(folder) as it:
-            found = sorted(it, key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in found:
+    for entry in sorted_entries(folder):
         try:
             is_dir = entry.is_dir()
         except OSError:
