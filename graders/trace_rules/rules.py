@@ -18,6 +18,7 @@ Rule = Callable[[Run, TraceConfig], list[Flag]]
 # Hard-coded and case-sensitive like the reference (spec §10.5, kept).
 GROUNDING_SOURCES = frozenset({"Read", "Grep", "Glob", "Write"})
 GROUNDED_EDITS = frozenset({"Edit", "MultiEdit"})
+_PATH_TOOLS = GROUNDING_SOURCES | GROUNDED_EDITS
 
 
 def forbidden_tool(run: Run, cfg: TraceConfig) -> list[Flag]:
@@ -86,6 +87,8 @@ def edited_without_read(run: Run, cfg: TraceConfig) -> list[Flag]:
     seen: set[str] = set()
     flags: list[Flag] = []
     for s in run.steps:
+        if s.tool not in _PATH_TOOLS:  # neither reads nor edits: its path is never used
+            continue
         path = _path(s.args)
         if not path:
             continue
@@ -94,8 +97,7 @@ def edited_without_read(run: Run, cfg: TraceConfig) -> list[Flag]:
                 Flag("edited_without_read", "medium", s.step, s.tool,
                      f"'{s.tool}' edited '{path}' at step {s.step} without reading it first (ungrounded)")
             )
-        if s.tool in GROUNDING_SOURCES or s.tool in GROUNDED_EDITS:
-            seen.add(path)
+        seen.add(path)  # a source or an edit: either grounds later edits of the path
     return flags
 
 
