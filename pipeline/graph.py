@@ -20,7 +20,7 @@ from graders.state import GradingDigests, dead_state, drops_for, graded_state
 from graders.trace_rules.config import TraceConfig, default_config
 from schemas.state_table import STATE_TABLE
 from transforms.grade import GradeRuns
-from transforms.incremental import KEEP, DiscoverAndDecide, ReadTable
+from transforms.incremental import KEEP, DiscoverAndDecide, kept_identity, stored_rows_of
 from transforms.prepare import DEAD, DEAD_STATE, PrepareRun
 from transforms.sink import WritePartitionedParquet
 from transforms.trace_verdicts import GradeTraceRules, TaskReliability
@@ -63,15 +63,6 @@ class _StateRows(beam.DoFn):
                          row.get("workflow"), row.get("date"))
 
 
-def _verdict_identity(row: dict[str, Any]) -> tuple[Any, ...]:
-    return (row["workflow"], row["date"], row["run_id"], row["attempt"])
-
-
-def _carried_verdicts(kv: tuple[Any, dict[str, list[Any]]]) -> list[dict[str, Any]]:
-    _, g = kv
-    return list(g["verdict"]) if list(g["kept"]) else []
-
-
 def build(
     p: beam.Pipeline,
     input_base: str,
@@ -112,20 +103,18 @@ def build(
     ) | "FlattenDrops" >> beam.Flatten()
 
     # task_reliability covers every run of a task: the new verdicts plus the stored verdicts of
-    # runs that were not regraded this time.
-    old_verdicts = p | "ReadVerdicts" >> ReadTable(output, "trace_verdicts")
-    kept_keys = tuple(
-        part | f"GradedKept[{name}]" >> beam.Filter(lambda s: s.get("outcome") == "graded")
-        | f"KeyKept[{name}]" >> beam.Map(lambda s: ((s["workflow"], s["date"], s["run_id"], s["attempt"]), True))
-        for name, part in kept.items()
-    )
+    # runs that were not regraded this time. Only the kept runs' identities are shuffled, grouped
+    # by partition; each partition's stored verdicts are read where they are carried, so they
+    # never cross a shuffle (the local runner held a stored verdict per kept run, ~1.7 KB).
     carried = (
-        {
-            "verdict": old_verdicts | "KeyOldVerdicts" >> beam.Map(lambda r: (_verdict_identity(r), r)),
-            "kept": kept_keys | "FlattenKeptKeys" >> beam.Flatten(),
-        }
-        | "JoinKeptVerdicts" >> beam.CoGroupByKey()
-        | "CarriedVerdicts" >> beam.FlatMap(_carried_verdicts)
+        tuple(
+            part | f"GradedKept[{name}]" >> beam.Filter(lambda s: s.get("outcome") == "graded")
+            | f"KeyKept[{name}]" >> beam.Map(kept_identity)
+            for name, part in kept.items()
+        )
+        | "FlattenKeptKeys" >> beam.Flatten()
+        | "GroupKeptByPartition" >> beam.GroupByKey()
+        | "CarriedVerdicts" >> beam.FlatMap(lambda kv, out: stored_rows_of(out, "trace_verdicts", kv), output)
     )
     verdicts = runs | "TraceRules" >> GradeTraceRules(cfg)
     reliability = (verdicts, carried) | "Reliability" >> TaskReliability()

@@ -184,7 +184,7 @@ def read_chunks(staging: str, table: str, refs: Iterable[ChunkRef]) -> Iterator[
                 yield from pickle.loads(zlib.decompress(fh.read(length)))
 
 
-def _read(path: str) -> bytes | None:
+def read_if_exists(path: str) -> bytes | None:
     if not FileSystems.exists(path):
         return None
     with FileSystems.open(path) as fh:
@@ -211,7 +211,7 @@ class _WritePartition(beam.DoFn):
             new_rows = self.assemble[table](new_rows)
         drops = {ident for idents in groups["drops"] for ident in idents}
         rel = f"{partition_path(table, workflow, date)}/{PART_NAME}"
-        existing = _read(join(self.output, rel))
+        existing = read_if_exists(join(self.output, rel))
         rows = new_rows
         if table in IDENTITY and existing is not None:
             replaced = drops | {identity_of(table, r) for r in new_rows}

@@ -9,13 +9,23 @@ from unittest.mock import patch
 import apache_beam as beam
 from apache_beam.testing.util import assert_that, equal_to
 
+from graders.parquet import encode_table, partition_path
 from graders.plan import PlanSet, default_plan
 from graders.state import GradingDigests, StoredState, graded_state, listing_digest, listing_fingerprint
 from graders.trace_rules.config import default_config
 from tests.helpers.beam import local_test_pipeline
 from tests.transforms.test_graph import make_fleet
 from transforms.discover import list_run
-from transforms.incremental import KEEP, DiscoverAndDecide, _ListAndDecide, batch_runs, unbatch_runs
+from transforms.incremental import (
+    KEEP,
+    DiscoverAndDecide,
+    _ListAndDecide,
+    batch_runs,
+    kept_identity,
+    stored_rows_of,
+    unbatch_runs,
+)
+from transforms.sink import PART_NAME
 
 ROOTS = ("wf-a/run-11", "wf-b/2026-05-03/77", "wf-b/run-12")  # make_fleet's run folders
 
@@ -92,3 +102,32 @@ def test_discover_and_decide_in_a_pipeline(tmp_path: Path) -> None:
         todo, kept = p | DiscoverAndDecide(base, str(tmp_path / "out"), PlanSet(default_plan()), default_config())
         assert_that(todo, equal_to([(root, now[root], None) for root in ROOTS]), label="todo")
         assert_that(kept, equal_to([]), label="kept")
+
+
+def _verdict(run_id: str, attempt: int) -> dict[str, Any]:
+    return {"run_id": run_id, "attempt": attempt, "task": "wf#1", "verdict": "clean-pass", "delivered": True,
+            "step_count": 1, "corrupt_success": False, "flags": [], "fleetgrade_version": "0"}
+
+
+def test_carried_rows_are_read_per_partition_for_the_kept_runs_only(tmp_path: Path) -> None:
+    """task_reliability's stored verdicts: one partition file read per group of kept runs."""
+    out = tmp_path / "out"
+    for (workflow, date), rows in {("wf a", "2026-05-01"): [_verdict("1", 1), _verdict("1", 2), _verdict("2", 1)],
+                                   (None, None): [_verdict("3", 1)]}.items():
+        part = out / partition_path("trace_verdicts", workflow, date)
+        part.mkdir(parents=True)
+        (part / PART_NAME).write_bytes(encode_table("trace_verdicts", rows))
+    kept = [{"workflow": "wf a", "date": "2026-05-01", "run_id": "1", "attempt": 2, "outcome": "graded"},
+            {"workflow": "wf a", "date": "2026-05-01", "run_id": "2", "attempt": 1, "outcome": "graded"},
+            {"workflow": None, "date": None, "run_id": "3", "attempt": 1, "outcome": "graded"},
+            {"workflow": "wf b", "date": "2026-05-01", "run_id": "4", "attempt": 1, "outcome": "graded"}]
+    with local_test_pipeline() as p:
+        carried = (
+            p | beam.Create(kept) | beam.Map(kept_identity) | beam.GroupByKey()
+            | beam.FlatMap(lambda kv: stored_rows_of(str(out), "trace_verdicts", kv))
+            | beam.Map(lambda r: (r["workflow"], r["date"], r["run_id"], r["attempt"], r["verdict"]))
+        )
+        # run 1's first attempt is not kept; wf b has no stored partition (nothing, no error)
+        assert_that(carried, equal_to([("wf a", "2026-05-01", "1", 2, "clean-pass"),
+                                       ("wf a", "2026-05-01", "2", 1, "clean-pass"),
+                                       (None, None, "3", 1, "clean-pass")]))
