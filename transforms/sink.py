@@ -241,14 +241,20 @@ def _files_under(root: str) -> list[str]:
     return [m.path for r in FileSystems.match([root + "/**"]) for m in r.metadata_list]
 
 
-def _files_by_folder(output: str, tables: Iterable[str]) -> dict[str, list[str]]:
-    """The files of these tables under ``output``, by folder: one listing per table, not one per
-    partition (on an object store each is a list request, and a backfill commits thousands)."""
-    by_folder: dict[str, list[str]] = {}
+def _partition_listing(output: str, tables: Iterable[str]) -> tuple[set[str], dict[str, list[str]]]:
+    """The partition folders of these tables under ``output``, and their files other than
+    ``PART_NAME`` (an older writer's): one listing per table, not one per partition (on an
+    object store each is a list request, and a backfill commits thousands). Only the folders
+    and those few files are kept, not every file's path."""
+    folders: set[str] = set()
+    others: dict[str, list[str]] = {}
     for table in sorted(set(tables)):
         for path in _files_under(join(output, table)):
-            by_folder.setdefault(_parent(path), []).append(path)
-    return by_folder
+            folder, name = path.rsplit("/", 1)
+            folders.add(folder)
+            if name != PART_NAME:
+                others.setdefault(folder, []).append(path)
+    return folders, others
 
 
 def _ensure_dir(path: str) -> None:
@@ -313,7 +319,7 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
     """
     fault = _Fault()
     ordered = sorted(actions, key=lambda a: (a[1].startswith("_state"), a[1], a[0]))
-    present = _files_by_folder(output, (rel.split("/", 1)[0] for action, rel in ordered if action == "write"))
+    folders, others = _partition_listing(output, (rel.split("/", 1)[0] for action, rel in ordered if action == "write"))
     committed = []
     for action, rel in ordered:
         dst = join(output, rel)
@@ -324,11 +330,11 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
                     continue
                 raise FileNotFoundError(f"staged partition file missing: {src}")
             folder = _parent(dst)
-            if folder not in present:  # a new partition
+            if folder not in folders:  # a new partition
                 _ensure_dir(folder)
             FileSystems.rename([src], [dst])
             # Any other file in the partition is from an older writer: the partition is now `dst`.
-            stale = [p for p in present.get(folder, ()) if p.rsplit("/", 1)[-1] != PART_NAME]
+            stale = others.get(folder)
             if stale:
                 FileSystems.delete(stale)
             committed.append(rel)
