@@ -21,7 +21,7 @@ from graders.runfiles import local_run_files
 from graders.trace_rules.config import TraceConfig, default_config
 from pipeline.synth import MANIFEST, SizeMix, SynthOptions, synth_fleet, synth_options
 from transforms.discover import ListRuns
-from transforms.heap import freeze_startup_heap, relax_young_collections
+from transforms.heap import tune_gc
 from transforms.trace_verdicts import verdict_row
 
 BENCH_DIR = Path(os.environ.get("FLEETGRADE_BENCH_DIR", ".bench"))
@@ -121,8 +121,7 @@ def loop_setup(plan: GradingPlan | None = None) -> tuple[GradingPlan, TraceConfi
     collections relaxed, as a pipeline worker does in PrepareRun.setup."""
     plan = plan or default_plan()
     rules = default_config()
-    freeze_startup_heap()
-    relax_young_collections()
+    tune_gc()
     return plan, rules
 
 

@@ -61,7 +61,6 @@ def _local_entries(top: str) -> Iterator[tuple[str, int, float]]:
     for ``PrepareRun`` took ~0.5 ms, a tenth of grading a small run), and in a known order: each
     folder's entries by name, a subfolder's files where its name comes (``_path_order``).
     """
-
     return _walk(top, "")
 
 

@@ -110,6 +110,13 @@ def freeze_startup_heap() -> None:
         _frozen = True
 
 
+def tune_gc() -> None:
+    """A worker's cyclic GC, set up once its start-up is done (``PrepareRun.setup``; the bench's
+    plain loop does the same): start-up objects frozen, young collections relaxed."""
+    freeze_startup_heap()
+    relax_young_collections()
+
+
 def relax_young_collections() -> None:
     """Start a young collection after ``YOUNG_GC_THRESHOLD`` new containers instead of 700.
 

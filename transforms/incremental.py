@@ -44,11 +44,15 @@ def read_table_rows(output: str, table: str) -> Iterator[dict[str, Any]]:
     for meta in sorted(metas, key=lambda m: m.path):
         with FileSystems.open(meta.path) as fh:
             data = fh.read()
-        workflow, date = _partition_values(meta.path)
-        for row in decode_table(table, data):
-            if table != STATE_TABLE:  # the state's rows hold their partition's values
-                row["workflow"], row["date"] = workflow, date
-            yield row
+        yield from _partition_rows(table, data, *_partition_values(meta.path))
+
+
+def _partition_rows(table: str, data: bytes, workflow: str | None, date: str | None) -> Iterator[dict[str, Any]]:
+    """The rows of one partition file, with the partition's columns."""
+    for row in decode_table(table, data):
+        if table != STATE_TABLE:  # the state's rows hold their partition's values
+            row["workflow"], row["date"] = workflow, date
+        yield row
 
 
 def stored_state(output: str) -> StoredState:
@@ -183,7 +187,6 @@ def stored_rows_of(output: str, table: str, kv: tuple[PartitionKey, Iterable[Run
     data = read_if_exists(join(output, f"{partition_path(table, workflow, date)}/{PART_NAME}"))
     if data is None:
         return
-    for row in decode_table(table, data):
+    for row in _partition_rows(table, data, workflow, date):
         if (row.get("run_id"), row.get("attempt")) in wanted:
-            row["workflow"], row["date"] = workflow, date
             yield row

@@ -17,7 +17,7 @@ from graders.rows import dead_letter_row
 from graders.state import listing_digest, listing_fingerprint
 from transforms.beamfiles import beam_run_files, join
 from transforms.discover import RunListing, list_run
-from transforms.heap import freeze_startup_heap, relax_young_collections, tune_heap
+from transforms.heap import tune_gc, tune_heap
 
 DEAD = "dead_letter"
 DEAD_STATE = "dead_state"  # (dead-letter row, listing digest, previous state) for the state table
@@ -69,8 +69,7 @@ class PrepareRun(beam.DoFn):
 
     def setup(self) -> None:
         tune_heap()  # a worker: its heap must not grow with the runs it has read
-        freeze_startup_heap()  # nor its start-up objects be walked by every full collection
-        relax_young_collections()  # nor a run's objects by young ones while it is graded
+        tune_gc()  # nor its start-up objects, or a run's while it is graded, be walked by collections
         self._count = 0
         self._started = time.monotonic()
         self._last_log = self._started
