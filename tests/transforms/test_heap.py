@@ -34,8 +34,11 @@ def test_startup_objects_are_frozen_once_and_later_garbage_is_still_collected():
         heap.freeze_startup_heap()
         frozen = gc.get_freeze_count()
         assert frozen > 0
-        heap.freeze_startup_heap()  # a second DoFn's setup changes nothing
-        assert gc.get_freeze_count() == frozen
+        # A second DoFn's setup freezes nothing more. Checked by the call, not by the count: the
+        # count drops whenever a frozen object is freed, which other tests' leftover threads do.
+        with patch.object(heap.gc, "freeze", side_effect=AssertionError("frozen again")), \
+                patch.object(heap.gc, "collect", side_effect=AssertionError("collected again")):
+            heap.freeze_startup_heap()
 
     class Node:
         pass
