@@ -115,3 +115,19 @@ def test_young_collections_are_relaxed_and_cycles_are_still_collected_without_an
         del kept
     finally:
         gc.set_threshold(*saved)
+
+
+def test_arrow_allocates_from_the_system_pool_unless_the_user_chose_one(monkeypatch: pytest.MonkeyPatch):
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    try:
+        pa.set_memory_pool(pa.mimalloc_memory_pool())
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "mimalloc")
+        assert heap.use_system_arrow_pool() is False
+        assert pa.default_memory_pool().backend_name == "mimalloc"
+        monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL")
+        assert heap.use_system_arrow_pool() is True
+        assert pa.default_memory_pool().backend_name == "system"
+    finally:
+        pa.set_memory_pool(before)
