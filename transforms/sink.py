@@ -1,8 +1,8 @@
 """Hive-partitioned Parquet sink with atomic per-partition commit (design.md §2, "Write").
 
 Rows are packed into chunks per (table, workflow, date) and staged to shard files as they are
-produced; only chunk references are grouped per partition. Each touched partition is rewritten as ONE file:
-the rows already in it that survive (see ``schemas.tables.IDENTITY``: an old row goes when a
+produced (``transforms/staging.py``); only chunk references are grouped per partition. Each
+touched partition is rewritten as ONE file: the rows already in it that survive (see ``schemas.tables.IDENTITY``: an old row goes when a
 new row or a dropped run has its identity) plus the new rows, sorted. The file is written to
 ``<output>/_staging/<job>/…``; after every partition is written, a single commit step moves each
 file over ``<table>/workflow=<w>/date=<d>/part-00000.parquet`` (an atomic replace of one object on
@@ -23,23 +23,18 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
-import struct
-import uuid
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindows
-from apache_beam.utils.windowed_value import WindowedValue
 
 from graders.parquet import decode_table, encode_table, partition_path
 from schemas.tables import IDENTITY, REPLACE_TABLE
 from transforms.beamfiles import join
+from transforms.heap import tune_heap
+from transforms.staging import PartitionKey, StageRows, read_chunks
 
 PART_NAME = "part-00000.parquet"
 STAGING = "_staging"
@@ -47,7 +42,6 @@ LOG = logging.getLogger("fleetgrade")
 # Crash-safety tests kill the process after N commit operations (never set in production).
 FAULT_ENV = "FLEETGRADE_FAULT_KILL_AFTER_COMMITS"
 
-PartitionKey = tuple[str, str | None, str | None]
 Drop = tuple[str, str | None, str | None, tuple[Any, ...]]  # (table, workflow, date, identity)
 TableRows = beam.PCollection | dict[str, beam.PCollection]  # a table's rows, or its named parts
 Action = tuple[str, str]  # ("write" | "keep" | "delete", partition file path relative to output)
@@ -57,131 +51,9 @@ def identity_of(table: str, row: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(row.get(c) for c in IDENTITY[table])
 
 
-def _key_rows(table: str) -> Any:
-    def key(row: dict[str, Any]) -> tuple[PartitionKey, dict[str, Any]]:
-        return (table, row.get("workflow"), row.get("date")), row
-
-    return key
-
-
 def _key_drop(drop: Drop) -> tuple[PartitionKey, tuple[Any, ...]]:
     table, workflow, date, ident = drop
     return (table, workflow, date), ident
-
-
-_CHUNK_ROWS = 64  # rows held unpacked per partition: bounded memory, still ~10x compression
-# Rows held unpacked over all partitions: a long history touches thousands of partitions, and
-# 63 rows waiting in each made a worker's memory grow with the fleet (make bench memory).
-_PENDING_ROWS = 1024
-_SHARD_BYTES = 1 << 20  # packed chunks held per bundle before they are written out
-SHARDS = "_shards"  # under the job's staging folder; no table has this name
-# A reference to one partition's packed chunks in one staged shard file: the shard's 16-byte id
-# (its file is <staging>/_shards/<table>-<id hex>), then (offset, length) of each chunk, as
-# little-endian uint64s. Bytes, not a tuple: references cross the shuffle once per partition
-# and shard, and the local runner holds a shuffle decoded, where a tuple of tuples took ~10x
-# the bytes (make bench memory).
-ChunkRef = bytes
-_SHARD_ID = 16
-
-
-def chunk_ref(shard: bytes, spans: list[tuple[int, int]]) -> ChunkRef:
-    return shard + struct.pack(f"<{2 * len(spans)}Q", *(n for span in spans for n in span))
-
-
-def ref_spans(ref: ChunkRef) -> tuple[bytes, list[tuple[int, int]]]:
-    """(shard id, chunk spans) of a reference."""
-    flat = struct.unpack_from(f"<{(len(ref) - _SHARD_ID) // 8}Q", ref, _SHARD_ID)
-    return ref[:_SHARD_ID], list(zip(flat[::2], flat[1::2], strict=True))
-
-
-def _pack(rows: list[dict[str, Any]]) -> bytes:
-    return zlib.compress(pickle.dumps(rows, pickle.HIGHEST_PROTOCOL), 1)
-
-
-class StageRows(beam.DoFn):
-    """Rows → (partition, chunk reference): rows leave through staged files, not the shuffle.
-
-    Every shuffled or flattened row was held by the local runner until the write, so peak
-    memory grew with the fleet (make bench memory), even packed. Here rows are packed per
-    partition as they come (64 at a time; rows of one run repeat most columns, so chunks
-    compress ~10x), chunks are written to a shard file under the job's staging folder every
-    few MiB, and only their references are shuffled (Beam's file sinks do the same). A failed
-    bundle's shard is never referenced; the commit deletes the staging folder.
-    """
-
-    def __init__(self, table: str, staging: str, shard_bytes: int = _SHARD_BYTES) -> None:
-        self.table = table
-        self.staging = staging
-        self.shard_bytes = shard_bytes
-        self.key = _key_rows(table)
-
-    def start_bundle(self) -> None:
-        self.pending: dict[PartitionKey, list[dict[str, Any]]] = {}
-        self.pending_rows = 0
-        self.chunks: list[tuple[PartitionKey, bytes]] = []
-        self.size = 0
-
-    def process(self, row: dict[str, Any]) -> Iterator[tuple[PartitionKey, ChunkRef]]:
-        key, row = self.key(row)
-        rows = self.pending.setdefault(key, [])
-        rows.append(row)
-        self.pending_rows += 1
-        if len(rows) >= _CHUNK_ROWS:
-            self.pending_rows -= len(rows)
-            yield from self._add(key, self.pending.pop(key))
-        elif self.pending_rows >= _PENDING_ROWS:
-            yield from self._pack_pending()
-
-    def finish_bundle(self) -> Iterator[WindowedValue]:
-        for ref in [*self._pack_pending(), *self._write()]:
-            yield GlobalWindows.windowed_value(ref)
-
-    def _pack_pending(self) -> Iterator[tuple[PartitionKey, ChunkRef]]:
-        pending, self.pending, self.pending_rows = self.pending, {}, 0
-        for key, rows in pending.items():
-            yield from self._add(key, rows)
-
-    def _add(self, key: PartitionKey, rows: list[dict[str, Any]]) -> Iterator[tuple[PartitionKey, ChunkRef]]:
-        data = _pack(rows)
-        self.chunks.append((key, data))
-        self.size += len(data)
-        if self.size >= self.shard_bytes:
-            yield from self._write()
-
-    def _write(self) -> list[tuple[PartitionKey, ChunkRef]]:
-        if not self.chunks:
-            return []
-        shard = uuid.uuid4().bytes
-        # One reference per partition and shard, not per chunk: with a long history a chunk
-        # holds a few rows, and a reference per chunk made the shuffle grow with the rows.
-        spans: dict[PartitionKey, list[tuple[int, int]]] = {}
-        offset = 0
-        with FileSystems.create(shard_path(self.staging, self.table, shard),
-                                compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-            for key, data in self.chunks:
-                fh.write(data)
-                spans.setdefault(key, []).append((offset, len(data)))
-                offset += len(data)
-        self.chunks, self.size = [], 0
-        return [(key, chunk_ref(shard, s)) for key, s in spans.items()]
-
-
-def shard_path(staging: str, table: str, shard: bytes) -> str:
-    return join(staging, f"{SHARDS}/{table}-{shard.hex()}")
-
-
-def read_chunks(staging: str, table: str, refs: Iterable[ChunkRef]) -> Iterator[dict[str, Any]]:
-    """The rows of ``table``'s chunks staged under ``staging``, one open file per shard."""
-    by_shard: dict[bytes, list[tuple[int, int]]] = {}
-    for ref in refs:
-        shard, spans = ref_spans(ref)
-        by_shard.setdefault(shard, []).extend(spans)
-    for shard in sorted(by_shard):
-        path = shard_path(staging, table, shard)
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-            for offset, length in sorted(by_shard[shard]):
-                fh.seek(offset)
-                yield from pickle.loads(zlib.decompress(fh.read(length)))
 
 
 def read_if_exists(path: str) -> bytes | None:
@@ -203,6 +75,9 @@ class _WritePartition(beam.DoFn):
         self.files = Metrics.counter("fleetgrade", "partitions_written")
         self.unchanged = Metrics.counter("fleetgrade", "partitions_unchanged")
         self.rows = Metrics.counter("fleetgrade", "rows_written")
+
+    def setup(self) -> None:
+        tune_heap()  # a worker that only writes decodes and encodes partitions with Arrow too
 
     def process(self, kv: tuple[PartitionKey, dict[str, Iterable[Any]]]) -> Iterator[Action]:
         (table, workflow, date), groups = kv
