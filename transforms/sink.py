@@ -79,12 +79,18 @@ class _WritePartition(beam.DoFn):
     def setup(self) -> None:
         tune_heap()  # a worker that only writes decodes and encodes partitions with Arrow too
 
-    def process(self, kv: tuple[PartitionKey, dict[str, Iterable[Any]]]) -> Iterator[Action]:
-        (table, workflow, date), groups = kv
-        new_rows = list(read_chunks(self.staging, table, groups["rows"]))
+    def process(self, kv: tuple[PartitionKey, Iterable[Any]]) -> Iterator[Action]:
+        (table, workflow, date), values = kv
+        refs: list[bytes] = []
+        drops: set[tuple[Any, ...]] = set()
+        for value in values:  # a chunk reference (bytes), or the identity of a row to drop
+            if isinstance(value, bytes):
+                refs.append(value)
+            else:
+                drops.add(tuple(value))
+        new_rows = list(read_chunks(self.staging, table, refs))
         if table in self.assemble:
             new_rows = self.assemble[table](new_rows)
-        drops = {ident for idents in groups["drops"] for ident in idents}
         rel = f"{partition_path(table, workflow, date)}/{PART_NAME}"
         existing = read_if_exists(join(self.output, rel))
         rows = new_rows
@@ -255,16 +261,15 @@ class WritePartitionedParquet(beam.PTransform):
             parts = {name: rows} if isinstance(rows, beam.PCollection) else {f"{name}/{k}": v for k, v in rows.items()}
             for label, part in parts.items():
                 staged.append(part | f"Stage[{label}]" >> beam.ParDo(StageRows(name, self.staging)))
-        groups = {"rows": tuple(staged) | "FlattenTables" >> beam.Flatten()}
+        # References (bytes) and drops (identity tuples) meet in one Flatten and one GroupByKey:
+        # each crossing of a stage holds them all in the local runner.
+        keyed = list(staged)
         if "_drops" in tables:
-            groups["drops"] = (
-                tables["_drops"] | "KeyDrops" >> beam.Map(_key_drop) | "GroupDrops" >> beam.GroupByKey()
-            )
-        else:
-            groups["drops"] = staged[0].pipeline | "NoDrops" >> beam.Create([])
+            keyed.append(tables["_drops"] | "KeyDrops" >> beam.Map(_key_drop))
         actions = (
-            groups
-            | "JoinRowsAndDrops" >> beam.CoGroupByKey()
+            tuple(keyed)
+            | "FlattenRefsAndDrops" >> beam.Flatten()
+            | "GroupByPartition" >> beam.GroupByKey()
             | "WritePartition" >> beam.ParDo(_WritePartition(self.output, self.staging, self.assemble))
         )
         return (
