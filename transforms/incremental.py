@@ -12,14 +12,14 @@ import msgspec
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from graders.parquet import HIVE_NULL, decode_table, partition_path
+from graders.parquet import HIVE_NULL, decode_table
 from graders.plan import PlanSet
 from graders.state import GradingDigests, StoredState, listing_digest, listing_fingerprint, unchanged
 from graders.trace_rules.config import TraceConfig
 from schemas.state_table import STATE_TABLE
 from transforms.beamfiles import join
 from transforms.discover import ListRuns
-from transforms.sink import PART_NAME, read_if_exists, table_globs
+from transforms.sink import partition_file, read_if_exists, table_globs
 
 KEEP = "keep"
 
@@ -171,20 +171,20 @@ class DiscoverAndDecide(beam.PTransform):
 
 
 RunIdentity = tuple[Any, Any]  # (run_id, attempt) within a partition
-PartitionKey = tuple[str | None, str | None]  # (workflow, date)
+Partition = tuple[str | None, str | None]  # (workflow, date) of a table's partition
 
 
-def kept_identity(state: dict[str, Any]) -> tuple[PartitionKey, RunIdentity]:
+def kept_identity(state: dict[str, Any]) -> tuple[Partition, RunIdentity]:
     """A kept run's partition and identity in it, from its state row."""
     return (state.get("workflow"), state.get("date")), (state.get("run_id"), state.get("attempt"))
 
 
-def stored_rows_of(output: str, table: str, kv: tuple[PartitionKey, Iterable[RunIdentity]]) -> Iterator[dict[str, Any]]:
+def stored_rows_of(output: str, table: str, kv: tuple[Partition, Iterable[RunIdentity]]) -> Iterator[dict[str, Any]]:
     """The rows an earlier run wrote to one partition of ``table`` for these runs, with the
     partition's columns (as ``read_table_rows`` gives them); none when the partition is absent."""
     (workflow, date), runs = kv
     wanted = set(runs)
-    data = read_if_exists(join(output, f"{partition_path(table, workflow, date)}/{PART_NAME}"))
+    data = read_if_exists(join(output, partition_file(table, workflow, date)))
     if data is None:
         return
     for row in _partition_rows(table, data, workflow, date):

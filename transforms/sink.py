@@ -2,8 +2,9 @@
 
 Rows are packed into chunks per (table, workflow, date) and staged to shard files as they are
 produced (``transforms/staging.py``); only chunk references are grouped per partition. Each
-touched partition is rewritten as ONE file: the rows already in it that survive (see ``schemas.tables.IDENTITY``: an old row goes when a
-new row or a dropped run has its identity) plus the new rows, sorted. The file is written to
+touched partition is rewritten as ONE file: the rows already in it that survive (see
+``schemas.tables.IDENTITY``: an old row goes when a new row or a dropped run has its identity)
+plus the new rows, sorted. The file is written to
 ``<output>/_staging/<job>/…``; after every partition is written, a single commit step moves each
 file over ``<table>/workflow=<w>/date=<d>/part-00000.parquet`` (an atomic replace of one object on
 local disks and on GCS), deletes partitions left empty, and removes the staging folder.
@@ -56,6 +57,11 @@ def _key_drop(drop: Drop) -> tuple[PartitionKey, tuple[Any, ...]]:
     return (table, workflow, date), ident
 
 
+def partition_file(table: str, workflow: str | None, date: str | None) -> str:
+    """A partition's one file, relative to the output folder."""
+    return f"{partition_path(table, workflow, date)}/{PART_NAME}"
+
+
 def read_if_exists(path: str) -> bytes | None:
     if not FileSystems.exists(path):
         return None
@@ -91,7 +97,7 @@ class _WritePartition(beam.DoFn):
         new_rows = list(read_chunks(self.staging, table, refs))
         if table in self.assemble:
             new_rows = self.assemble[table](new_rows)
-        rel = f"{partition_path(table, workflow, date)}/{PART_NAME}"
+        rel = partition_file(table, workflow, date)
         existing = read_if_exists(join(self.output, rel))
         rows = new_rows
         if table in IDENTITY and existing is not None:
