@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--malformed-rate", type=float, default=0.03, help="fraction of deliberately malformed runs")
     p.add_argument("--rerun-rate", type=float, default=0.06, help="fraction of runs that get an attempt 2")
     p.add_argument("--days", type=int, default=5, help="spread created_at over this many dates")
+    p.add_argument("--shapes-every", type=int, default=0, metavar="N",
+                   help="run i repeats the size and contents of run i mod N (default 0: every run drawn "
+                   "anew); a larger fleet then differs in run count only")
     p.set_defaults(func=handle)
 
 
@@ -37,6 +40,9 @@ def handle(args: argparse.Namespace) -> int:
     if args.runs < 0:
         print("fleetgrade synth: --runs must be >= 0", file=sys.stderr)
         return 2
+    if args.shapes_every < 0:
+        print("fleetgrade synth: --shapes-every must be >= 0", file=sys.stderr)
+        return 2
     if out.exists() and any(out.iterdir()):
         print(f"fleetgrade synth: {out}: not empty; refusing to mix fleets", file=sys.stderr)
         return 1
@@ -44,6 +50,7 @@ def handle(args: argparse.Namespace) -> int:
         runs=args.runs, seed=args.seed, mix=SizeMix(args.medium_fraction, args.large_fraction),
         near_limit_rate=args.near_limit_rate, max_file_mib=args.max_file_mib,
         malformed_rate=args.malformed_rate, rerun_rate=args.rerun_rate, days=args.days,
+        shapes_every=args.shapes_every,
     )
     entries = synth_fleet(out, opts)
     tiers = Counter(e.tier for e in entries)

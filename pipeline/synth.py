@@ -107,6 +107,11 @@ class SynthOptions:
     rerun_rate: float = 0.06
     days: int = 5
     start_date: str = "2026-11-20"
+    # > 0: run i draws its size and contents as run i mod shapes_every does, so a fleet N times
+    # larger holds the same run shapes N times over (its largest run is no larger): for
+    # measuring what the run count alone does (make bench memory). Ids, workflows, days,
+    # reruns and malformed runs are still planned for the whole fleet.
+    shapes_every: int = 0
 
 
 @dataclass(frozen=True)
@@ -466,7 +471,8 @@ class _Writer:
 
 def synth_run(out: Path, run: PlannedRun, opts: SynthOptions) -> SynthRun:
     """Write one run's folder under ``out``; returns its manifest entry."""
-    rng = random.Random(f"fleetgrade-synth:{opts.seed}:run:{run.index}")
+    shape = run.index % opts.shapes_every if opts.shapes_every > 0 else run.index
+    rng = random.Random(f"fleetgrade-synth:{opts.seed}:run:{shape}")
     size = sample_size(rng, opts.mix, opts.near_limit_rate, opts.max_file_mib)
     kind = run.malformed
     entry = SynthRun(run.folder, run.workflow, run.run_id, run.attempt, size.tier, kind,
@@ -555,7 +561,7 @@ def synth_options(opts: SynthOptions) -> dict[str, Any]:
     return {"medium": opts.mix.medium, "large": opts.mix.large, "near_limit_rate": opts.near_limit_rate,
             "max_file_mib": opts.max_file_mib, "malformed_rate": opts.malformed_rate,
             "rerun_rate": opts.rerun_rate, "days": opts.days, "start_date": opts.start_date,
-            "ids_follow_days": True}
+            "ids_follow_days": True, "shapes_every": opts.shapes_every}
 
 
 def synth_fleet(out: Path, opts: SynthOptions) -> list[SynthRun]:

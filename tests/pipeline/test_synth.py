@@ -82,6 +82,37 @@ def test_reruns_and_shared_tasks():
     assert max(len(ids) for ids in per_task.values()) >= 3  # several runs of one issue
 
 
+
+def _shape(root: Path, folder: str) -> tuple[str, ...]:
+    return tuple(sorted(str(p.relative_to(root / folder)) for p in (root / folder).rglob("*") if p.is_file()))
+
+
+def test_shapes_every_repeats_run_shapes(tmp_path, capsys):
+    """A fleet N times larger holds the same run shapes N times over: the run count alone differs."""
+    out = tmp_path / "f"
+    # Under 40 runs, a zero malformed rate means none (from 40 on, one of each kind at least).
+    assert main(["synth", "--runs", "32", "--seed", "4", "--shapes-every", "8", "--malformed-rate", "0",
+                 "--rerun-rate", "0", "--medium-fraction", "0.5", "--out", str(out)]) == 0
+    fleet = json.loads((out / MANIFEST).read_text())
+    assert fleet["options"]["shapes_every"] == 8
+    entries = fleet["fleet"]
+    assert len({e["folder"] for e in entries}) == 32  # distinct runs (ids, folders) all the same
+    assert {e["tier"] for e in entries[:8]} == {"small", "medium"}
+    for i, e in enumerate(entries):
+        first = entries[i % 8]
+        assert e["tier"] == first["tier"]
+        assert _shape(out, e["folder"]) == _shape(out, first["folder"])
+        # The same records; only ids, dates and workflow names differ in length.
+        assert abs(e["bytes"] - first["bytes"]) <= 0.05 * first["bytes"] + 200
+    fresh = tmp_path / "g"
+    assert main(["synth", "--runs", "32", "--seed", "4", "--malformed-rate", "0", "--rerun-rate", "0",
+                 "--medium-fraction", "0.5", "--out", str(fresh)]) == 0
+    drawn = json.loads((fresh / MANIFEST).read_text())["fleet"]
+    assert [e["tier"] for e in drawn[:8]] == [e["tier"] for e in entries[:8]]  # run i < N is unchanged
+    assert [e["tier"] for e in drawn[8:]] != [e["tier"] for e in entries[8:]]
+    assert main(["synth", "--runs", "1", "--shapes-every", "-1", "--out", str(tmp_path / "h")]) == 2
+    assert "--shapes-every must be >= 0" in capsys.readouterr().err
+
 def test_size_sampler_is_heavy_tailed():
     rng = random.Random(42)
     sizes = [sample_size(rng, SizeMix()) for _ in range(5000)]
