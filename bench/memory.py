@@ -114,7 +114,7 @@ def run(quick: bool, sizes: tuple[int, ...] | None = None) -> list[dict[str, Any
     e.g. ``python -m bench --only memory --memory-runs 1000,10000,30000``), every peak and speed
     as a ratio to the smallest fleet's."""
     sizes = sizes or ((200, 1000) if quick else (1000, 10000))
-    fleets = {n: small_file_fleet(11, n) for n in sizes}
+    fleets = {n: small_file_fleet(11, n, shapes_every=min(sizes)) for n in sizes}
     counts = {n: len(manifest(root)) for n, root in fleets.items()}  # read once, not per measurement
     rows = []
     for mode in ("loop", "floor", "pipeline", "floor-mp", "pipeline-mp"):
