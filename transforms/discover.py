@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -10,7 +12,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from graders.layout import run_root_of
-from graders.runfiles import sorted_entries
+from graders.runfiles import DIR, LINK, sorted_entries, split_entry
 from transforms.beamfiles import join
 
 # (run root relative to input, [(rel, size, mtime seconds)])
@@ -67,20 +69,19 @@ def _local_entries(top: str) -> Iterator[tuple[str, int, float]]:
 def _walk(folder: str, rel: str) -> Iterator[tuple[str, int, float]]:
     # Module-level, not a closure: a closure that calls itself is a reference cycle, left for
     # the cyclic GC once per run listed (workers run it rarely, transforms.heap).
-    for entry in sorted_entries(folder):
-        try:
-            is_dir = entry.is_dir()
-        except OSError:
-            is_dir = False
-        if is_dir:
-            if not entry.is_symlink():
-                yield from _walk(entry.path, rel + entry.name + "/")
+    for item in sorted_entries(folder):
+        name, kind = split_entry(item)
+        path = os.path.join(folder, name)
+        if kind == DIR:
+            yield from _walk(path, rel + name + "/")
             continue
         try:
-            st = entry.stat()
-        except OSError:
+            st = os.stat(path)  # a symlink's target: a linked file is listed with its size and time
+        except OSError:  # a broken link, or gone since the folder was read
             continue
-        yield rel + entry.name, st.st_size, st.st_mtime
+        if kind == LINK and stat.S_ISDIR(st.st_mode):
+            continue  # a linked folder is not entered
+        yield rel + name, st.st_size, st.st_mtime
 
 
 def list_run(base: str, root_rel: str) -> list[tuple[str, int, float]]:

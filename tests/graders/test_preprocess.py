@@ -141,6 +141,33 @@ def test_a_local_run_lists_regular_files_only_and_never_follows_a_symlink(tmp_pa
     assert files.read("mcp-logs/gateway.jsonl") == b"{}\n{}\n"
 
 
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.text(st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)), min_size=1),
+                          st.sampled_from("dlfo")), unique_by=lambda e: e[0]))
+def test_listing_items_sort_as_their_names(entries):
+    """A folder listing is held as "<name>\0<kind>" strings: sorted, they come in name order
+    (a name before its extensions: "run-1" < "run-1-attempt-2"), and split back exactly."""
+    from graders.runfiles import entry_item, split_entry
+
+    items = sorted(entry_item(name, kind) for name, kind in entries)
+    assert [split_entry(item) for item in items] == sorted(entries)
+
+
+def test_a_listing_holds_each_entrys_kind_without_a_stat(tmp_path):
+    import os
+
+    from graders.runfiles import DIR, FILE, LINK, OTHER, sorted_entries, split_entry
+
+    (tmp_path / "run-1").mkdir()
+    (tmp_path / "run-1-attempt-2").write_bytes(b"")
+    os.symlink(tmp_path / "run-1", tmp_path / "run-1.link")
+    os.symlink(tmp_path / "nowhere", tmp_path / "broken")
+    os.mkfifo(tmp_path / "fifo")
+    assert [split_entry(item) for item in sorted_entries(str(tmp_path))] == [
+        ("broken", LINK), ("fifo", OTHER), ("run-1", DIR), ("run-1-attempt-2", FILE), ("run-1.link", LINK)]
+    assert sorted_entries(str(tmp_path / "missing")) == []
+
 _gateway_values = st.one_of(st.none(), st.booleans(), st.integers(0, 2), st.sampled_from(
     ["", "log", "tool_call", "tools/call", "request", "response", "retry", "error", "debug", "Retrying now", "ok",
      "RETRY", "réessayer retry", "x"]))
