@@ -1,4 +1,5 @@
-"""``python -m bench [--quick] [--json FILE]``: run every benchmark part and print one table.
+"""``python -m bench [--quick] [--json FILE] [--check]``: run every benchmark part and print one
+table, ending with the targets judged from it (``bench/targets.py``).
 
 Each part is a module ``bench/<part>.py`` with ``run(quick: bool) -> list[dict]``; a row has
 ``part``, ``name``, ``value``, ``unit`` and optionally ``baseline`` and ``ratio``.
@@ -15,6 +16,8 @@ import sys
 import time
 from typing import Any
 
+from bench.targets import all_met, judge
+
 # "trajectory" and "inline_js" come from other branches; absent modules are skipped with a note.
 PARTS: tuple[str, ...] = ("core", "pipeline", "memory", "trajectory", "inline_js")
 
@@ -26,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], help="run only these parts")
     parser.add_argument("--memory-runs", default="",
                         help="fleet sizes of the memory part, comma-separated (default 1000,10000; quick 200,1000)")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 unless every target is measured and met (bench/targets.py)")
     args = parser.parse_args(argv)
     rows: list[dict[str, Any]] = []
     for part in PARTS:
@@ -45,15 +50,20 @@ def main(argv: list[str] | None = None) -> int:
         for row in part_rows:
             row.setdefault("part", part)
         rows.extend(part_rows)
+    judged = judge(rows)
+    for row in judged:
+        row["part"] = "targets"
+    rows.extend(judged)
     print(f"{'part':<12} {'measure':<58} {'value':>14} {'unit':<10} {'ratio':>8}  note")
     for r in rows:
         ratio = f"{r['ratio']:.2f}" if isinstance(r.get("ratio"), (int, float)) else ""
-        print(f"{r['part']:<12} {r['name']:<58} {r['value']:>14.4g} {r['unit']:<10} {ratio:>8}  {r.get('note', '')}")
+        value = f"{r['value']:.4g}" if isinstance(r["value"], (int, float)) else "-"
+        print(f"{r['part']:<12} {r['name']:<58} {value:>14} {r['unit']:<10} {ratio:>8}  {r.get('note', '')}")
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
     with open(args.json, "w") as fh:
         json.dump(rows, fh, indent=2)
     print(f"wrote {args.json}")
-    return 0
+    return 0 if all_met(judged) or not args.check else 1
 
 
 if __name__ == "__main__":
