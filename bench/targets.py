@@ -28,12 +28,14 @@ class Target:
         ratios = [(r["ratio"], r["name"]) for r in rows if self.picks(r) and isinstance(r.get("ratio"), (int, float))]
         sign = "<=" if self.at_most else ">="
         if not ratios:  # no value, rather than a number that could be read as a measurement
-            return {"name": self.name, "value": None, "unit": "ratio",
+            return {"name": self.name, "value": None, "unit": "ratio", "met": False,
                     "note": f"not measured (target {sign} {self.limit:g})"}
         worst, where = max(ratios) if self.at_most else min(ratios)
         met = worst <= self.limit if self.at_most else worst >= self.limit
         verdict = "met" if met else "NOT met"
-        return row(self.name, worst, "ratio", ratio=worst, note=f"{verdict} (target {sign} {self.limit:g}; worst: {where})")
+        judged = row(self.name, worst, "ratio", ratio=worst, note=f"{verdict} (target {sign} {self.limit:g}; worst: {where})")
+        judged["met"] = met
+        return judged
 
 
 _PIPELINE = re.compile(r"^pipeline .*: excluding start-up$")
@@ -61,4 +63,4 @@ def judge(rows: list[Row]) -> list[Row]:
 
 
 def all_met(judged: list[Row]) -> bool:
-    return all(r.get("note", "").startswith("met ") for r in judged)
+    return all(r.get("met") is True for r in judged)

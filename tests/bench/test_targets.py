@@ -37,14 +37,14 @@ def _rows(pipeline: tuple[float, float], large_core: float, peaks: tuple[float, 
 def test_every_target_met():
     judged = judge(_rows((1.4, 0.8), 0.52, (1.01, 1.02, FLAT)))
     assert [r["ratio"] for r in judged] == [1.4, 0.52, FLAT]
-    assert all(r["note"].startswith("met (") for r in judged)
+    assert all(r["note"].startswith("met (") and r["met"] is True for r in judged)
     assert all_met(judged)
 
 
 def test_the_worst_row_decides_and_is_named():
     judged = judge(_rows((1.2, 1.6), 0.49, (1.01, 1.06, 1.02)))
     assert [r["ratio"] for r in judged] == [1.6, 0.49, 1.06]
-    assert all(r["note"].startswith("NOT met") for r in judged)
+    assert all(r["note"].startswith("NOT met") and r["met"] is False for r in judged)
     assert "worst: pipeline multi-process x2: excluding start-up" in judged[0]["note"]
     assert "worst: pipeline multi-process x2, largest worker: peak RSS at 10000 runs" in judged[2]["note"]
     assert not all_met(judged)
@@ -53,7 +53,8 @@ def test_the_worst_row_decides_and_is_named():
 def test_a_target_without_rows_is_not_measured_never_met():
     rows = [r for r in _rows((1.0, 1.0), 0.9, (1.0, 1.0, 1.0)) if r["part"] != "memory"]
     judged = judge(rows)
-    assert judged[2]["value"] is None and judged[2]["note"].startswith("not measured")
+    assert judged[2]["value"] is None and judged[2]["note"].startswith("not measured") and not judged[2]["met"]
+    assert all_met(judged[:2])
     assert not all_met(judged)
 
 
