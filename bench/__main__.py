@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         for row in part_rows:
             row.setdefault("part", part)
         rows.extend(part_rows)
-    judged = judge(rows)
+    judged = judge(rows, quick=args.quick)
     for row in judged:
         row["part"] = "targets"
     rows.extend(judged)

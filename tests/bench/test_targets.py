@@ -68,3 +68,12 @@ def test_check_fails_when_a_target_is_not_measured(tmp_path, capsys):
     rows = json.loads(out.read_text(), parse_constant=no_constants)  # no NaN for what was not measured
     assert [r["part"] for r in rows] == ["targets"] * 3
     assert "not measured" in capsys.readouterr().out
+
+
+def test_a_quick_run_says_its_verdicts_are_indicative():
+    rows = _rows((1.6, 0.8), 0.45, (1.01, 1.02, 1.0))
+    judged = judge(rows, quick=True)
+    assert [r["met"] for r in judged] == [False, False, True]  # judged all the same
+    assert all(r["note"].endswith("[quick fleets: indicative only; the targets are judged by make bench]")
+               for r in judged)
+    assert not any("indicative" in r["note"] for r in judge(rows))
