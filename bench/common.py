@@ -154,7 +154,8 @@ def loop_one(root: Path, folder: str, tier: str, plan: GradingPlan, rules: Trace
 
 
 def row(name: str, value: float, unit: str, *, baseline: float | None = None, ratio: float | None = None,
-        note: str = "") -> dict[str, Any]:
+        note: str = "", target: str = "") -> dict[str, Any]:
+    """One table row; ``target`` names the target of ``bench/targets.py`` its ratio is judged by."""
     r: dict[str, Any] = {"name": name, "value": value, "unit": unit}
     if baseline is not None:
         r["baseline"] = baseline
@@ -162,6 +163,8 @@ def row(name: str, value: float, unit: str, *, baseline: float | None = None, ra
         r["ratio"] = ratio
     if note:
         r["note"] = note
+    if target:
+        r["target"] = target
     return r
 
 

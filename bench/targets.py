@@ -7,8 +7,6 @@ or a part that failed) is reported as not measured, never as met.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,13 +17,13 @@ Row = dict[str, Any]
 
 @dataclass(frozen=True)
 class Target:
+    key: str  # the rows whose ratio is judged: those the parts marked with this target
     name: str
-    picks: Callable[[Row], bool]  # the rows whose ratio is judged
     limit: float
     at_most: bool  # ratio <= limit (True) or ratio >= limit (False)
 
     def judge(self, rows: list[Row]) -> Row:
-        ratios = [(r["ratio"], r["name"]) for r in rows if self.picks(r) and isinstance(r.get("ratio"), (int, float))]
+        ratios = [(r["ratio"], r["name"]) for r in rows if r.get("target") == self.key and isinstance(r.get("ratio"), (int, float))]
         sign = "<=" if self.at_most else ">="
         if not ratios:  # no value, rather than a number that could be read as a measurement
             return {"name": self.name, "value": None, "unit": "ratio", "met": False,
@@ -38,22 +36,15 @@ class Target:
         return judged
 
 
-_PIPELINE = re.compile(r"^pipeline .*: excluding start-up$")
-# The pipeline's peaks only: the Beam floor and the plain loop are references, not targets.
-_PEAK = re.compile(r"^pipeline .*: peak RSS at \d+ runs$")
-
 # "Flat": a fleet 10 times larger adds at most 5% to a process's peak. Repeat runs of the same
 # code on these shared machines differ by a few MiB (1-2% of a ~200 MiB peak), so a tighter
 # bound would judge the machine, not the code.
 FLAT = 1.05
 
 TARGETS = (
-    Target("target: pipeline / plain loop, without start-up", lambda r: r["part"] == "pipeline" and bool(
-        _PIPELINE.match(r["name"])), 1.5, at_most=True),
-    Target("target: grading / orjson parse floor, large runs", lambda r: r["part"] == "core" and r["name"] ==
-           "grading speed / parse-floor speed (large runs)", 0.5, at_most=False),
-    Target("target: peak RSS, largest fleet / smallest", lambda r: r["part"] == "memory" and bool(
-        _PEAK.match(r["name"])), FLAT, at_most=True),
+    Target("pipeline", "target: pipeline / plain loop, without start-up", 1.5, at_most=True),
+    Target("core", "target: grading / orjson parse floor, large runs", 0.5, at_most=False),
+    Target("memory", "target: peak RSS, largest fleet / smallest", FLAT, at_most=True),
 )
 
 
