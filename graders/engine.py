@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+import orjson
+
 from graders import registry
 from graders.normalize import ResultMeta, error_result, normalize_result
 from graders.plan import GradingPlan, PlanEntry
@@ -63,7 +65,20 @@ def grade_one(
         raw = run()
     except Exception as exc:  # a grader failure is a result, never a crashed run
         return error_result(meta, f"grader {entry.id} runtime error: {describe_exception(exc)}")
-    return normalize_result(raw, meta)
+    try:
+        result = normalize_result(raw, meta)
+        storable(result)
+    except Exception as exc:  # what it returned cannot be kept (a RecursionError copying it…): its own error
+        return error_result(meta, f"grader {entry.id} returned a result that cannot be stored: "
+                                  f"{describe_exception(exc)}")
+    return result
+
+
+def storable(result: dict[str, Any]) -> None:
+    """Raise unless the result's free-form parts can be written as the rows' JSON text
+    (``graders.rows``): orjson refuses values nested deeper than 254 levels."""
+    if "diagnostics" in result or "metrics" in result:
+        orjson.dumps([result.get("diagnostics"), result.get("metrics")], option=orjson.OPT_SORT_KEYS)
 
 
 def grade_trace(

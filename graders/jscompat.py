@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Final
 
@@ -289,7 +290,12 @@ def js_stringify(value: Any, indent: int = 0) -> str | None:
     if indent:
         return _stringify_pretty(value, " " * indent, "")
     text = _orjson_text(value, False) if isinstance(value, (dict, list)) else None
-    return text if text is not None else _stringify(value)
+    if text is not None:
+        return text
+    try:
+        return _stringify(value)
+    except RecursionError:  # valid data nested deeper than the stack allows (orjson stops at 255)
+        return _stringify_nested(value)
 
 
 def _stringify_pretty(value: Any, step: str, current: str) -> str:
@@ -334,6 +340,38 @@ def _stringify(value: Any) -> str:
             parts.append(_quote(k) + ":" + _stringify(v))
         return "{" + ",".join(parts) + "}"
     return "null"
+
+
+def _stringify_nested(value: Any) -> str:
+    """``_stringify`` with an explicit stack instead of recursion: the same text at any depth."""
+    out: list[str] = []
+    # Per open array or object: the (separator and key, value) pairs still to write, and its end.
+    stack: list[tuple[Iterator[tuple[str, Any]], str]] = []
+
+    def enter(prefix: str, v: Any) -> None:
+        out.append(prefix)
+        if isinstance(v, _ARRAYS):
+            out.append("[")
+            items = (("," if i else "", x) for i, x in enumerate(v))
+            stack.append((items, "]"))
+        elif isinstance(v, dict):
+            out.append("{")
+            keys = [k for k in js_key_order(v) if v[k] is not UNDEFINED]
+            pairs = ((("," if i else "") + _quote(k) + ":", v[k]) for i, k in enumerate(keys))
+            stack.append((pairs, "}"))
+        else:
+            out.append(_stringify(v))  # a scalar; undefined in an array is "null"
+
+    enter("", value)
+    while stack:
+        pending, end = stack[-1]
+        item = next(pending, None)
+        if item is None:
+            stack.pop()
+            out.append(end)
+        else:
+            enter(*item)
+    return "".join(out)
 
 
 def js_sort_key(text: str) -> bytes:

@@ -35,6 +35,13 @@ class JsonError(ValueError):
     """Text that ``JSON.parse`` would reject."""
 
 
+class JsonTooDeep(JsonError):
+    """Valid JSON nested deeper than the parsers go (orjson reads 1024 levels)."""
+
+
+TOO_DEEP: Final = "nested deeper than 1024 levels, which is more than fleetgrade reads"
+
+
 def _reject_constant(name: str) -> Any:
     raise JsonError(f"invalid JSON literal {name}")
 
@@ -62,13 +69,22 @@ def parse_json(data: bytes | str) -> Any:
         pass
     else:
         raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
-        return _js_numbers(value) if has_long_digit_run(raw) else value
+        return _deep_js_numbers(value) if has_long_digit_run(raw) else value
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     try:
         value = json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError as exc:
+        raise JsonTooDeep(TOO_DEEP) from exc
+    except ValueError as exc:
         raise JsonError(str(exc)) from exc
-    return _js_numbers(value)
+    return _deep_js_numbers(value)
+
+
+def _deep_js_numbers(value: Any) -> Any:
+    try:
+        return _js_numbers(value)
+    except RecursionError as exc:
+        raise JsonTooDeep(TOO_DEEP) from exc
 
 
 @dataclass
@@ -290,6 +306,17 @@ def iter_jsonl(lines: Iterable[bytes], stats: JsonlStats | None = None) -> Itera
     stats = stats if stats is not None else JsonlStats()
     for lineno, raw in enumerate(lines, start=1):
         yield from parse_jsonl_batch([raw], stats, lineno)
+
+
+def too_deep(data: bytes) -> bool:
+    """Whether ``data`` is refused for its depth (the reason ``parse_json_document`` gave null)."""
+    try:
+        parse_json(data)
+    except JsonTooDeep:
+        return True
+    except JsonError:
+        return False
+    return False
 
 
 def parse_json_document(data: bytes) -> Any:

@@ -6,6 +6,7 @@ A fleet is typically ``<prefix>/<workflow>/run-<id>/â€¦``, ``<prefix>/run-<id>/â
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 from typing import Final
 
@@ -35,6 +36,24 @@ def run_root_of(rel_path: str) -> str | None:
     return None
 
 
+def real_date(text: str) -> bool:
+    """Whether ``YYYY-MM-DD`` text is a calendar date (``0000-00-00`` and ``2026-13-45`` are not)."""
+    try:
+        _dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def not_a_date_folder(run_root: str) -> str | None:
+    """The first folder above the run that looks like ``YYYY-MM-DD`` but is no calendar date."""
+    for part in [p for p in run_root.split("/") if p][:-1]:
+        d = DATE_DIR.match(part)
+        if d and not real_date(d.group(1)):
+            return part
+    return None
+
+
 def layout_hints(run_root: str) -> tuple[str | None, str | None, str | None]:
     """(workflow, run id, date) suggested by the path of a run root, each None if absent."""
     parts = [p for p in run_root.split("/") if p]
@@ -48,7 +67,8 @@ def layout_hints(run_root: str) -> tuple[str | None, str | None, str | None]:
     for part in reversed(parts[:-1]):
         d = DATE_DIR.match(part)
         if d and date is None:
-            date = d.group(1)
+            # A folder that is no calendar date is no date: never an invalid ``date=`` partition.
+            date = d.group(1) if real_date(d.group(1)) else None
             continue
         if workflow is None:
             workflow = part

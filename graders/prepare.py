@@ -21,6 +21,10 @@ class NoArtifactsError(ValueError):
     """A folder that looked like a run holds none of the gh-aw artifact files."""
 
 
+class UnreadableRunError(OSError):
+    """A run folder of which nothing can be read (unreadable, or only links and special files)."""
+
+
 @dataclass
 class PreparedRun:
     meta: RunMeta
@@ -44,6 +48,9 @@ class PreparedRun:
 
 def prepare_run(files: RunFiles, run_root: str) -> PreparedRun:
     """Identity, preprocessed trace and input digest of one run; raises on an ungradable run."""
+    if not files.sizes and files.warnings:  # nothing in it can be read: say what is there
+        raise UnreadableRunError(f"{files.root}: nothing in the run folder can be read: "
+                                 + "; ".join(files.warnings[:5]))
     if not any(rel.split("/", 1)[0] in ARTIFACT_NAMES for rel in files.sizes):
         listed = ", ".join(sorted(files.sizes)[:5]) or "no files"
         raise NoArtifactsError(
@@ -52,7 +59,7 @@ def prepare_run(files: RunFiles, run_root: str) -> PreparedRun:
         )
     meta = determine_run_meta(files, run_root)
     _, aw_info = read_aw_info(files)
-    report = PreprocessReport()
+    report = PreprocessReport(warnings=list(files.warnings))
     trace = preprocess(files, report)
     evals = read_evals(files, report)
     archived = archived_entry(files)

@@ -15,10 +15,12 @@ from typing import Any, Final
 from graders.jscompat import js_number_or_zero, js_truthy
 from graders.jsonio import (
     MAX_FILE_SIZE,
+    TOO_DEEP,
     JsonlStats,
     parse_json_document,
     parse_jsonl_items,
     parse_jsonl_records,
+    too_deep,
 )
 from graders.lazyjson import Item, JsonLines, SafeInts, TokenSteps, load_item, positions
 from graders.records import EventRecord, GatewayRecord, R, TokenInts, TokenRecord
@@ -123,7 +125,8 @@ def _read_json(files: RunFiles, rel: str | None, report: PreprocessReport) -> An
         return None
     value = parse_json_document(data)
     if value is None and data.strip() != b"null":
-        report.warnings.append(f"{rel}: not valid JSON, treated as absent")
+        reason = TOO_DEEP if too_deep(data) else "not valid JSON"
+        report.warnings.append(f"{rel}: {reason}, treated as absent")
     return value
 
 

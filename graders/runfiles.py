@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterator, Mapping
+import stat
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
-from typing import IO
+from typing import IO, Any, Final
 
-from graders.jsonio import MAX_LINE_LENGTH, LineBatch
+from graders.jsonio import MAX_FILE_SIZE, MAX_LINE_LENGTH, LineBatch
 
 # 64 KiB blocks keep a batch's parsed records in the CPU cache while they are used (1 MiB
 # blocks were markedly slower in make bench).
 READ_BLOCK = 1 << 16
+
+
+class FileTooLarge(ValueError):
+    """More bytes were read from a file than any file may have."""
 
 
 class RunFiles:
@@ -29,10 +34,13 @@ class RunFiles:
         root: str,
         sizes: Mapping[str, int],
         opener: Callable[[str], AbstractContextManager[IO[bytes]]],
+        warnings: list[str] | None = None,
     ) -> None:
         self.root = root
         self.sizes = dict(sizes)
         self._opener = opener
+        # Entries of the listing that are not read (``skipped_warnings``): the run's warnings.
+        self.warnings = list(warnings or [])
         self.bytes_read = 0
         # SHA-256 of every file preprocessing consumed: the run's input digest is built from them.
         self.file_digests: dict[str, str] = {}
@@ -46,9 +54,16 @@ class RunFiles:
     def open(self, rel: str) -> AbstractContextManager[IO[bytes]]:
         return self._opener(rel)
 
+    def _over_limit(self, rel: str) -> FileTooLarge:
+        return FileTooLarge(f"{self.display(rel)}: more than {MAX_FILE_SIZE} bytes read (listed as "
+                            f"{self.sizes.get(rel)} bytes): it grew while read, or is no plain file")
+
     def read(self, rel: str) -> bytes:
+        # The limit holds on the bytes read, not the size listed: a file can grow, or be a device.
         with self.open(rel) as fh:
-            data = fh.read()
+            data = fh.read(MAX_FILE_SIZE + 1)
+        if len(data) > MAX_FILE_SIZE:
+            raise self._over_limit(rel)
         self.bytes_read += len(data)
         self.file_digests[rel] = hashlib.sha256(data).hexdigest()
         return data
@@ -56,8 +71,12 @@ class RunFiles:
     def iter_lines(self, rel: str) -> Iterator[bytes]:
         """Stream a file's lines split on ``\\n`` (the separator gh-aw splits on)."""
         hasher = hashlib.sha256()
+        read = 0
         with self.open(rel) as fh:
-            for line in fh:
+            while line := fh.readline(MAX_FILE_SIZE + 1 - read):
+                read += len(line)
+                if read > MAX_FILE_SIZE:
+                    raise self._over_limit(rel)
                 self.bytes_read += len(line)
                 hasher.update(line)
                 yield line
@@ -73,11 +92,15 @@ class RunFiles:
         block_size = block_size or READ_BLOCK
         hasher = hashlib.sha256()
         pending: list[bytes] = []  # the unfinished last line, possibly over several blocks
+        read = 0
         with self.open(rel) as fh:
             while True:
                 block = fh.read(block_size)
                 if not block:
                     break
+                read += len(block)
+                if read > MAX_FILE_SIZE:  # so a line, too, is bounded by the bytes read
+                    raise self._over_limit(rel)
                 self.bytes_read += len(block)
                 hasher.update(block)
                 if b"\n" not in block:
@@ -125,6 +148,22 @@ class RunFiles:
 # filesystem does not give an entry's type).
 DIR, LINK, FILE, OTHER = "d", "l", "f", "o"
 
+# A listing's entry is (path relative to the listed folder, size, mtime seconds). An entry that
+# is listed but never read has a negative size saying why (no file has a negative size): a run
+# that holds one is graded with a warning naming it, and never reads it.
+UNREADABLE_DIR = -1  # a folder that cannot be listed; its path ends with "/." (or is ".")
+NOT_UTF8 = -2  # a file or folder whose name is not valid UTF-8 (shown with \x escapes)
+SYMLINK = -3  # a symbolic link, to anything: links are never followed (race-free with O_NOFOLLOW)
+SPECIAL = -4  # a FIFO, socket or device: reading one can block forever or never end
+SKIPPED: Final = {
+    UNREADABLE_DIR: "folder cannot be read; its files are not graded",
+    NOT_UTF8: "name is not valid UTF-8; not read",
+    SYMLINK: "symbolic link; not followed",
+    SPECIAL: "not a regular file (FIFO, socket or device); not read",
+}
+
+Entry = tuple[str, int, float]
+
 
 def _kind(entry: os.DirEntry[str]) -> str:
     try:
@@ -137,9 +176,9 @@ def _kind(entry: os.DirEntry[str]) -> str:
         return OTHER
 
 
-def sorted_entries(folder: str) -> list[str]:
-    """A folder's entries by name, each as its name, a NUL and its kind (``split_entry``); none
-    when the folder cannot be read (``os.walk`` skips it too).
+def _listed(folder: str) -> list[str] | None:
+    """A folder's entries by name, each as its name, a NUL and its kind (``split_entry``); None
+    when the folder cannot be read.
 
     One short string per entry, not an ``os.DirEntry`` (~250 B each): discovery holds a folder's
     listing while it walks the folder's runs, and a 10k-run fleet's largest workflow folder
@@ -149,8 +188,15 @@ def sorted_entries(folder: str) -> list[str]:
     try:
         with os.scandir(folder) as listing:
             return sorted(entry_item(entry.name, _kind(entry)) for entry in listing)
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):  # gone since it was seen: nothing to read
         return []
+    except OSError:
+        return None
+
+
+def sorted_entries(folder: str) -> list[str]:
+    """``_listed``, with none for a folder that cannot be read."""
+    return _listed(folder) or []
 
 
 def entry_item(name: str, kind: str) -> str:
@@ -162,35 +208,161 @@ def split_entry(item: str) -> tuple[str, str]:
     return item[:-2], item[-1]
 
 
-def _scan(folder: str, prefix: str, sizes: dict[str, int]) -> None:
-    # A module-level function, not a closure: a closure that calls itself is a reference cycle,
-    # and each run's would keep its listing until the cyclic GC ran (workers run it rarely,
-    # transforms.heap), ~1 KB a run in make bench memory.
-    for item in sorted_entries(folder):
-        name, kind = item[:-2], item[-1]  # split_entry, inline: ~10 entries a run
+def utf8_name(name: str) -> bool:
+    """Whether a name from the OS is valid UTF-8 (Python keeps other bytes as lone surrogates,
+    which no Parquet string, JSON text or path given to Beam can hold)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_name(name: str) -> str:
+    """A name from the OS as text: bytes that are not UTF-8 as ``\\xNN``."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def walk_local(top: str) -> Iterator[Entry]:
+    """Every regular file below ``top`` as (relative path, size, mtime), in path order (each
+    folder's entries by name, a subfolder's files where its name comes), and every entry that
+    is not read as a negative-size entry (``SKIPPED``).
+
+    Iterative: folders nested thousands deep are input, not a reason to exhaust the stack.
+    """
+    stack: list[tuple[str, str, Iterator[str]]] = []
+    items = _listed(top)
+    if items is None:
+        yield ".", UNREADABLE_DIR, 0.0
+        return
+    stack.append((top, "", iter(items)))
+    while stack:
+        folder, rel, it = stack[-1]
+        item = next(it, None)
+        if item is None:
+            stack.pop()
+            continue
+        name, kind = item[:-2], item[-1]  # split_entry, inline: once per file of the fleet
+        if not utf8_name(name):
+            yield rel + shown_name(name) + ("/." if kind == DIR else ""), NOT_UTF8, 0.0
+            continue
+        path = f"{folder}/{name}"
         if kind == DIR:
-            _scan(f"{folder}/{name}", f"{prefix}{name}/", sizes)
-        elif kind == FILE:  # symlinks (to files or folders) and special files are skipped
-            sizes[prefix + name] = os.stat(f"{folder}/{name}", follow_symlinks=False).st_size
+            sub = _listed(path)
+            if sub is None:
+                yield f"{rel}{name}/.", UNREADABLE_DIR, 0.0
+            else:
+                stack.append((path, f"{rel}{name}/", iter(sub)))
+            continue
+        if kind == LINK:
+            yield rel + name, SYMLINK, 0.0
+            continue
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:  # gone since the folder was read
+            continue
+        if kind != FILE or not stat.S_ISREG(st.st_mode):
+            yield rel + name, SPECIAL, 0.0
+            continue
+        yield rel + name, st.st_size, st.st_mtime
+
+
+class NotReadable(OSError):
+    """A listed file that is no regular file inside its run folder any more (a link, a FIFO)."""
+
+
+_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a FIFO without a writer would block; the type is checked before any read.
+_FILE_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_regular(root: str, rel: str) -> IO[bytes]:
+    """Open ``root/rel`` for reading, following no symlink at or below ``root``, and only if
+    it is a regular file.
+
+    Each folder of ``rel`` is opened relative to the one before with ``O_NOFOLLOW``, so a folder
+    replaced by a link after the listing cannot lead out of the run folder either.
+    """
+    parts = rel.split("/")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            try:
+                sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                raise NotReadable(exc.errno, f"{root}/{rel}: a folder on its path is not a folder of the "
+                                  "run (a symbolic link?); not followed") from exc
+            os.close(fd)
+            fd = sub
+        try:
+            file_fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            if os.path.islink(f"{root}/{rel}"):
+                raise NotReadable(exc.errno, f"{root}/{rel}: is a symbolic link; not followed") from exc
+            raise
+    finally:
+        os.close(fd)
+    try:
+        mode = os.fstat(file_fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotReadable(f"{root}/{rel}: not a regular file (FIFO, socket or device); not read")
+        os.set_blocking(file_fd, True)
+        return os.fdopen(file_fd, "rb")
+    except BaseException:
+        os.close(file_fd)
+        raise
 
 
 def local_run_files(root: str | os.PathLike[str]) -> RunFiles:
-    """List a run folder on the local disk (symlinks are not followed out of the tree).
+    """List a run folder on the local disk: regular files only, no link followed.
 
-    Regular files only, found by ``os.scandir`` (one ``stat`` per file, the entry's type from
-    the directory listing): a symlink, to a file or a folder, is skipped; so is an unreadable
-    folder, as ``os.walk`` does.
+    Links, special files, unreadable folders and names that are not UTF-8 are not read; each is
+    a warning of the run (``RunFiles.warnings``).
     """
     # Plain strings, not pathlib: a Path interns each part of every path it parses, and the
     # table of interned strings grew with the runs read (3.7 MiB at 10k runs, make bench memory).
     base = os.fspath(root)
-    sizes: dict[str, int] = {}
-    _scan(base, "", sizes)
+    return local_listing_files(base, walk_local(base))
+
+
+def local_listing_files(base: str, listing: Iterable[tuple[Any, ...]]) -> RunFiles:
+    """A local run folder whose files (relative path, size[, mtime]) were listed."""
+    listing = list(listing)
 
     def opener(rel: str) -> AbstractContextManager[IO[bytes]]:
-        return open(os.path.join(base, rel), "rb")
+        return open_regular(base, rel)
 
-    return RunFiles(base, sizes, opener)
+    return RunFiles(base, listing_sizes(listing), opener, skipped_warnings(base, listing))
+
+
+def listing_sizes(listing: Iterable[tuple[Any, ...]]) -> dict[str, int]:
+    return {item[0]: item[1] for item in listing if item[1] >= 0}
+
+
+def _leaves(root: str, rel: str) -> bool:
+    """Whether a link in a local run folder points outside it (only said, never followed)."""
+    if "://" in root:
+        return False
+    try:
+        target = os.path.realpath(os.path.join(root, rel))
+        return os.path.commonpath([target, os.path.realpath(root)]) != os.path.realpath(root)
+    except (OSError, ValueError):
+        return True
+
+
+def skipped_warnings(root: str, listing: Iterable[tuple[Any, ...]]) -> list[str]:
+    """The run's warnings for the entries of its listing that are not read."""
+    out = []
+    for item in listing:
+        rel, size = item[0], item[1]
+        if size >= 0:
+            continue
+        shown = rel[:-1] if rel.endswith("/.") else rel
+        reason = SKIPPED.get(size, "not read")
+        if size == SYMLINK and _leaves(root, rel):
+            reason = "symbolic link to a place outside the run folder; not followed"
+        out.append(f"{shown}: {reason}")
+    return out
 
 
 def memory_run_files(files: Mapping[str, bytes], root: str = "memory:") -> RunFiles:

@@ -6,11 +6,12 @@ raises :class:`MetadataError`, which the pipeline turns into a ``dead_letter`` r
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from graders.jsonio import MAX_FILE_SIZE, JsonError, parse_json
-from graders.layout import layout_hints
+from graders.layout import layout_hints, not_a_date_folder
 from graders.runfiles import RunFiles
 from schemas.documents import RunMeta
 
@@ -55,22 +56,48 @@ def _text(value: Any) -> str | None:
     return None
 
 
+# The identity becomes partition paths and columns: it is checked against both before use.
+MAX_ATTEMPT: Final = 2**31 - 1  # the ``attempt`` columns are int32
+MAX_WORKFLOW_CHARS: Final = 256
+MAX_RUN_ID_CHARS: Final = 128
+MAX_REPOSITORY_CHARS: Final = 512
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
 def _attempt(value: Any, where: str) -> int:
     if value is None:
         return 1
     text = _text(value)
     if text is None or not text.isdigit() or int(text) < 1:
-        raise MetadataError(f"{where}: run_attempt must be a positive integer, got {value!r}")
+        raise MetadataError(f"{where}: run_attempt must be a positive integer, got {_short(str(value))}")
+    if len(text) > 10 or int(text) > MAX_ATTEMPT:
+        raise MetadataError(f"{where}: run_attempt {_short(str(value))} is out of range (at most {MAX_ATTEMPT})")
     return int(text)
+
+
+def check_name(value: str, field: str, limit: int, where: str) -> str:
+    """``value`` if it can name a partition or fill a column: at most ``limit`` characters, no
+    control characters (a newline or NUL in a path or a log line is never meant)."""
+    if len(value) > limit:
+        raise MetadataError(f"{where}: {field} is {len(value)} characters long, over the limit of "
+                            f"{limit}: {_short(value)}")
+    bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cs")), None)
+    if bad is not None:
+        raise MetadataError(f"{where}: {field} holds the control character {bad!r}: {_short(value)}")
+    return value
 
 
 def _date_of(created_at: str, where: str) -> str:
     try:
         ts = datetime.fromisoformat(created_at)
-    except ValueError as exc:
-        raise MetadataError(f"{where}: created_at is not an ISO 8601 timestamp: {created_at!r}") from exc
-    if ts.tzinfo is not None:
-        ts = ts.astimezone(UTC)
+        if ts.tzinfo is not None:
+            ts = ts.astimezone(UTC)
+    except (ValueError, OverflowError) as exc:  # e.g. 9999-12-31T23:00-05:00 is past year 9999 in UTC
+        raise MetadataError(f"{where}: created_at is not an ISO 8601 timestamp within years 1 to 9999: "
+                            f"{_short(created_at)}") from exc
     return ts.date().isoformat()
 
 
@@ -91,8 +118,12 @@ def determine_run_meta(files: RunFiles, run_root: str) -> RunMeta:
         )
     if run_id is None:
         raise MetadataError(f"{where}: cannot determine the run id")
+    bad_folder = not_a_date_folder(run_root)
     if created_at is not None:
         date = _date_of(created_at, where)
+    elif bad_folder is not None:
+        raise MetadataError(f"{files.root}: the folder {bad_folder!r} in its path is not a real date "
+                            "(YYYY-MM-DD), and aw_info.json has no created_at")
     elif date_hint is not None:
         date = date_hint
     else:
@@ -100,7 +131,12 @@ def determine_run_meta(files: RunFiles, run_root: str) -> RunMeta:
             f"{where}: cannot determine the run date (no aw_info.json created_at and no "
             f"YYYY-MM-DD folder in the path)"
         )
+    check_name(workflow, "workflow_name" if _text(info.get("workflow_name")) else "the workflow folder",
+               MAX_WORKFLOW_CHARS, where)
+    check_name(run_id, "run_id", MAX_RUN_ID_CHARS, where)
     repository = info.get("repository") if isinstance(info.get("repository"), str) else None
+    if repository is not None:
+        check_name(repository, "repository", MAX_REPOSITORY_CHARS, where)
     return RunMeta(
         workflow=workflow,
         run_id=run_id,

@@ -7,6 +7,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.dataset as ds
 
+from graders.parquet import ORIGINAL_COLUMN, is_hashed
 from schemas.tables import PARTITION_SCHEMA, public_tables
 
 
@@ -21,14 +22,31 @@ def present_tables(output: str) -> list[str]:
     return [t for t in public_tables() if any(Path(output, t).glob("*/*/*.parquet"))]
 
 
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def create_table_view(con: duckdb.DuckDBPyConnection, output: str, table: str) -> None:
+    """The view ``table`` over a table's partitions, hive partition columns included.
+
+    A workflow whose name is too long for a path segment (or is hive's spelling of null) has a
+    hashed segment (``graders.parquet.partition_value``); its files keep the name, which the
+    view shows instead of the segment's."""
+    glob = table_glob(output, table)
+    source = (f"read_parquet({_quoted(glob)}, hive_partitioning = true, "
+              "hive_types = {'workflow': VARCHAR, 'date': DATE}, union_by_name = true)")
+    folders = {row[0].rsplit("/", 3)[-3] for row in con.execute("SELECT file FROM glob(?)", [glob]).fetchall()}
+    if any(f.startswith("workflow=") and is_hashed(f[len("workflow="):]) for f in folders):
+        source = (f"(SELECT * EXCLUDE ({ORIGINAL_COLUMN}) REPLACE (coalesce({ORIGINAL_COLUMN}, workflow) "
+                  f"AS workflow) FROM {source})")
+    con.execute(f"CREATE VIEW {table} AS SELECT * FROM {source}")
+
+
 def connect(output: str) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with one view per table, hive partition columns included."""
     con = duckdb.connect()
     for table in present_tables(output):
-        con.execute(
-            f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{table_glob(output, table)}', "
-            "hive_partitioning = true, hive_types = {'workflow': VARCHAR, 'date': DATE}, union_by_name = true)"
-        )
+        create_table_view(con, output, table)
     return con
 
 

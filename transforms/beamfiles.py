@@ -9,7 +9,7 @@ from typing import IO, Any, cast
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from graders.runfiles import RunFiles
+from graders.runfiles import RunFiles, listing_sizes, local_listing_files, skipped_warnings
 from transforms.gcs import use_emulator_if_configured
 
 # Workers import this module when they unpickle a DoFn, so the hook reaches every process.
@@ -21,10 +21,17 @@ def join(base: str, rel: str) -> str:
 
 
 def beam_run_files(root: str, listing: Iterable[tuple[Any, ...]]) -> RunFiles:
-    """A run at ``root`` whose files (relative path, size[, mtime]) were listed by discovery."""
+    """A run at ``root`` whose files (relative path, size[, mtime]) were listed by discovery.
+
+    A local run is read as ``fleetgrade grade`` reads it: regular files only, no link followed
+    (``open_regular``); an object store has neither links nor special files.
+    """
+    listing = list(listing)
+    if "://" not in root:
+        return local_listing_files(root, listing)
 
     def opener(rel: str) -> AbstractContextManager[IO[bytes]]:
         fh = FileSystems.open(join(root, rel), compression_type=CompressionTypes.UNCOMPRESSED)
         return cast(AbstractContextManager[IO[bytes]], fh)
 
-    return RunFiles(root, {item[0]: item[1] for item in listing}, opener)
+    return RunFiles(root, listing_sizes(listing), opener, skipped_warnings(root, listing))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -12,7 +10,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from graders.layout import run_root_of
-from graders.runfiles import DIR, LINK, sorted_entries, split_entry
+from graders.runfiles import walk_local
 from transforms.beamfiles import join
 
 # (run root relative to input, [(rel, size, mtime seconds)])
@@ -55,33 +53,17 @@ def _entries(base: str) -> Iterator[tuple[str, int, float]]:
 
 
 def _local_entries(top: str) -> Iterator[tuple[str, int, float]]:
-    """What Beam's ``LocalFileSystem`` lists below ``top``, with one ``stat`` per file, in path order.
+    """The regular files below ``top`` with one ``stat`` each, in path order, and the entries
+    that are not read (links, special files, unreadable folders, names that are not UTF-8) as
+    negative-size entries (``graders.runfiles.walk_local``): each becomes a warning of its run,
+    or a dead letter where it is a folder outside any run.
 
-    The files of its ``os.walk`` (a symlinked folder is not entered, a symlinked file is listed
-    with its target's size and time, an unreadable folder or a broken link is skipped), without
-    its two ``stat`` calls per file and a glob match of every path (listing a run folder again
-    for ``PrepareRun`` took ~0.5 ms, a tenth of grading a small run), and in a known order: each
-    folder's entries by name, a subfolder's files where its name comes (``_path_order``).
+    Without the two ``stat`` calls per file of Beam's ``LocalFileSystem`` and its glob match of
+    every path (listing a run folder again for ``PrepareRun`` took ~0.5 ms, a tenth of grading
+    a small run), and in a known order: each folder's entries by name, a subfolder's files where
+    its name comes (``_path_order``).
     """
-    return _walk(top, "")
-
-
-def _walk(folder: str, rel: str) -> Iterator[tuple[str, int, float]]:
-    # Module-level, not a closure: a closure that calls itself is a reference cycle, left for
-    # the cyclic GC once per run listed (workers run it rarely, transforms.heap).
-    for item in sorted_entries(folder):
-        name, kind = split_entry(item)
-        path = os.path.join(folder, name)
-        if kind == DIR:
-            yield from _walk(path, rel + name + "/")
-            continue
-        try:
-            st = os.stat(path)  # a symlink's target: a linked file is listed with its size and time
-        except OSError:  # a broken link, or gone since the folder was read
-            continue
-        if kind == LINK and stat.S_ISDIR(st.st_mode):
-            continue  # a linked folder is not entered
-        yield rel + name, st.st_size, st.st_mtime
+    return walk_local(top)
 
 
 def list_run(base: str, root_rel: str) -> list[tuple[str, int, float]]:
@@ -115,12 +97,16 @@ class ListRuns(beam.DoFn):
         files = stray = 0
         for rel, size, mtime in _entries(base):
             files += 1
-            if order is not None:
+            if order is not None and size >= 0:  # an entry not read is shown, not sorted, by its name
                 key = order(rel)
                 if last_key is not None and key <= last_key:
                     raise RuntimeError(f"listing of {base} is not in order at {rel}: a run's files could be split")
                 last_key = key
             root = run_root_of(rel)
+            if root is None and size < 0 and rel.endswith("/."):
+                # A folder outside any known run that cannot be entered may hold runs: it is
+                # listed as a run of its own, which becomes a dead letter saying why.
+                root, rel = rel[:-2], rel
             if root is None:
                 stray += 1
                 continue

@@ -5,14 +5,13 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
-from urllib.parse import unquote
 
 import apache_beam as beam
 import msgspec
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from graders.parquet import HIVE_NULL, decode_table
+from graders.parquet import decode_table, partition_values
 from graders.plan import PlanSet
 from graders.state import GradingDigests, StoredState, listing_digest, listing_fingerprint, unchanged
 from graders.trace_rules.config import TraceConfig
@@ -22,15 +21,6 @@ from transforms.discover import ListRuns
 from transforms.sink import partition_file, read_if_exists, table_globs
 
 KEEP = "keep"
-
-
-def _partition_values(path: str) -> tuple[str | None, str | None]:
-    parts = {p.split("=", 1)[0]: p.split("=", 1)[1] for p in path.split("/") if "=" in p}
-    values = []
-    for key in ("workflow", "date"):
-        raw = parts.get(key)
-        values.append(None if raw is None or raw == HIVE_NULL else unquote(raw))
-    return values[0], values[1]
 
 
 def read_table_rows(output: str, table: str) -> Iterator[dict[str, Any]]:
@@ -44,7 +34,7 @@ def read_table_rows(output: str, table: str) -> Iterator[dict[str, Any]]:
     for meta in sorted(metas, key=lambda m: m.path):
         with FileSystems.open(meta.path) as fh:
             data = fh.read()
-        yield from _partition_rows(table, data, *_partition_values(meta.path))
+        yield from _partition_rows(table, data, *partition_values(meta.path, data))
 
 
 def _partition_rows(table: str, data: bytes, workflow: str | None, date: str | None) -> Iterator[dict[str, Any]]:

@@ -88,19 +88,24 @@ class PrepareRun(beam.DoFn):
         # From the incremental decision, the run is listed again here and graded as it is now.
         root_rel = element[0]
         root = join(self.base, root_rel)
-        if isinstance(element[1], bytes):
-            listed, previous = element[1], element[2]
-            listing = list_run(self.base, root_rel)
-            digest = listing_digest(listing)
-            if listing_fingerprint(digest) != listed:
-                # Still being written, or rewritten, since discovery: its state records the
-                # listing read here, so the next run sees it unchanged only if it is.
-                self.changed.inc()
-                LOG.info("run folder %s changed since it was discovered; graded as it is now", root)
-        else:
-            listing, previous = element[1], None
-            digest = listing_digest(listing)
+        listing: list[Any] = []
+        digest = listing_digest(listing)
+        previous = element[2] if isinstance(element[1], bytes) else None
+        # Everything about one run happens inside this boundary: listing it again, reading,
+        # identity, preprocessing. Whatever it raises (a RecursionError, a MemoryError, an
+        # OSError…), the run is a dead letter and the job goes on.
         try:
+            if isinstance(element[1], bytes):
+                listing = list_run(self.base, root_rel)
+                digest = listing_digest(listing)
+                if listing_fingerprint(digest) != element[1]:
+                    # Still being written, or rewritten, since discovery: its state records the
+                    # listing read here, so the next run sees it unchanged only if it is.
+                    self.changed.inc()
+                    LOG.info("run folder %s changed since it was discovered; graded as it is now", root)
+            else:
+                listing = element[1]
+                digest = listing_digest(listing)
             if not listing:
                 raise FileNotFoundError(f"{root}: the run folder has no files any more "
                                         "(it had when discovered)")

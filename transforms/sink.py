@@ -108,7 +108,7 @@ class _WritePartition(beam.DoFn):
             if existing is not None:
                 yield "delete", rel
             return
-        data = encode_table(table, rows)
+        data = encode_table(table, rows, workflow)
         if data == existing:
             self.unchanged.inc()
             yield "keep", rel

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.tables import connect, table_glob
+from pipeline.tables import connect, create_table_view
 
 # Tables other families write; read when their partitions exist even if this checkout does not
 # register their schema in schemas.tables.TABLES.
@@ -62,10 +62,7 @@ def open_scope(output: str, sel: Selection) -> tuple[duckdb.DuckDBPyConnection, 
     have = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
     for table in OPTIONAL_TABLES:
         if table not in have and not output.startswith("gs://") and any(Path(output, table).glob("*/*/*.parquet")):
-            con.execute(
-                f"CREATE VIEW {table} AS SELECT * FROM read_parquet({str_literal(table_glob(output, table))}, "
-                "hive_partitioning = true, hive_types = {'workflow': VARCHAR, 'date': DATE}, union_by_name = true)"
-            )
+            create_table_view(con, output, table)
             have.add(table)
     for table in sorted(have):
         con.execute(f"CREATE TEMP VIEW v_{table} AS SELECT * FROM {table} {sel.where()}")

@@ -119,11 +119,12 @@ def test_one_run_is_listed_again_exactly_as_discovery_listed_it(tmp_path):
     assert list_run(str(tmp_path), "wf-none/run-1") == []
 
 
-def test_the_local_walk_lists_what_beams_local_filesystem_lists(tmp_path):
+def test_the_local_walk_lists_regular_files_as_beam_does_and_links_as_entries_not_read(tmp_path):
     import os
 
     from apache_beam.io.filesystems import FileSystems
 
+    from graders.runfiles import SYMLINK
     from transforms.discover import _entries
 
     _nested_fleet(tmp_path)
@@ -131,16 +132,19 @@ def test_the_local_walk_lists_what_beams_local_filesystem_lists(tmp_path):
     (tmp_path / "wf-a" / "run-11" / "deep" / "er").mkdir(parents=True)
     (tmp_path / "wf-a" / "run-11" / "deep" / "er" / "x.jsonl").write_text("{}\n")
     os.symlink(tmp_path / "wf-a" / "run-11" / "aw_info.json", tmp_path / "wf-b" / "run-12" / "linked.json")
-    os.symlink(tmp_path / "wf-a", tmp_path / "wf-b" / "run-12" / "linked-folder")  # not entered
-    os.symlink(tmp_path / "nowhere", tmp_path / "wf-b" / "run-12" / "broken")  # skipped
+    os.symlink(tmp_path / "wf-a", tmp_path / "wf-b" / "run-12" / "linked-folder")
+    os.symlink(tmp_path / "nowhere", tmp_path / "wf-b" / "run-12" / "broken")
     base = str(tmp_path)
     fs = FileSystems.get_filesystem(base)
     beam_listed = sorted((m.path[len(base) + 1:], m.size_in_bytes, m.last_updated_in_seconds)
                          for m in fs.match_files(fs._list(base + "/"), base + "/**"))
-    assert sorted(_entries(base)) == beam_listed
-    target = tmp_path / "wf-a" / "run-11" / "aw_info.json"
-    assert ("wf-b/run-12/linked.json", os.path.getsize(target), os.path.getmtime(target)) in beam_listed
-    assert not any(rel.startswith("wf-b/run-12/linked-folder") or rel.endswith("broken") for rel, _, _ in beam_listed)
+    listed = sorted(_entries(base))
+    # Regular files as Beam's LocalFileSystem lists them; no link is followed, each is named.
+    assert [e for e in listed if e[1] >= 0] == [e for e in beam_listed if not os.path.islink(f"{base}/{e[0]}")]
+    assert ("wf-b/run-12/linked.json", os.path.getsize(tmp_path / "wf-a" / "run-11" / "aw_info.json"),
+            os.path.getmtime(tmp_path / "wf-b" / "run-12" / "linked.json")) in beam_listed
+    assert [e for e in listed if e[1] < 0] == [(f"wf-b/run-12/{name}", SYMLINK, 0.0)
+                                               for name in ("broken", "linked-folder", "linked.json")]
     assert list(_entries(str(tmp_path / "missing"))) == []
 
 

@@ -1,0 +1,88 @@
+"""A small fleet of hostile runs (issue 28) beside good ones, built in a temporary folder."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+SECRET = "host-secret-3f9c1e"  # content of a file outside the fleet that a run links to
+
+GOOD = ("good/run-1", "good/run-2")
+# run folder (relative to the fleet) -> what its dead letter's message must say
+DEAD: dict[str, str] = {
+    "wf-attempt/run-40": "run_attempt",
+    "wf-attempt/run-300": "run_attempt",
+    "wf-fifo/run-7": "not a regular file",
+    "wf-date/0000-00-00/11": "0000-00-00",
+    "wf-date/2026-13-45/12": "2026-13-45",
+    "wf-long/run-6": "workflow_name",
+}
+# run folder -> what one of its warnings says (it is graded)
+WARNED: dict[str, str] = {
+    "wf-bytes/run-2": "not valid UTF-8",
+    "wf-zero/run-8": "symbolic link",
+    "wf-link/run-13": "outside the run folder",
+}
+# graded runs whose identity or data is hostile but valid
+GRADED = ("wf-deep/run-1", "wf-json/run-9", "wf-json/run-10", "wf-cjk/run-5", "wf-null/run-15")
+
+
+def _run(folder: Path, info: dict[str, object] | None, output: str | None = '{"items": []}') -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    if info is not None:
+        (folder / "aw_info.json").write_text(json.dumps(info))
+    if output is not None:
+        (folder / "agent_output.json").write_text(output)
+    return folder
+
+
+def _info(run_id: int, **extra: object) -> dict[str, object]:
+    return {"run_id": run_id, "created_at": "2026-05-01T10:00:00Z", **extra}
+
+
+def make_hostile_fleet(root: Path) -> Path:
+    fleet = root / "fleet"
+    for i, rel in enumerate(GOOD, 1):
+        _run(fleet / rel, _info(i))
+        (fleet / rel / "mcp-logs").mkdir()
+        (fleet / rel / "mcp-logs" / "gateway.jsonl").write_text('{"type":"tool_call","tool_name":"a"}\n')
+    # folders nested ~1,100 deep inside a run
+    deep = _run(fleet / "wf-deep/run-1", _info(1))
+    fd = os.open(deep, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(1100):  # one level at a time: os.makedirs recurses per level
+        os.mkdir("d", dir_fd=fd)
+        fd, old = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+        os.close(old)
+    os.close(fd)
+    # a file whose name is not valid UTF-8
+    _run(fleet / "wf-bytes/run-2", _info(2))
+    with open(os.path.join(os.fsencode(fleet / "wf-bytes/run-2"), b"bad-\xff.json"), "wb") as fh:
+        fh.write(b"{}")
+    # run_attempt beyond the column's range
+    _run(fleet / "wf-attempt/run-40", _info(40, run_attempt=2**40))
+    _run(fleet / "wf-attempt/run-300", _info(300, run_attempt=1e300))
+    # a 300-character workflow_name (refused) and a long CJK one (kept, hash-suffixed partition)
+    _run(fleet / "wf-long/run-6", _info(6, workflow_name="w" * 300))
+    _run(fleet / "wf-cjk/run-5", _info(5, workflow_name="工作流程" * 30))
+    # agent_output.json is a FIFO
+    _run(fleet / "wf-fifo/run-7", _info(7), output=None)
+    os.mkfifo(fleet / "wf-fifo/run-7/agent_output.json")
+    # mcp-logs/gateway.jsonl linked to /dev/zero
+    _run(fleet / "wf-zero/run-8", _info(8))
+    (fleet / "wf-zero/run-8/mcp-logs").mkdir()
+    os.symlink("/dev/zero", fleet / "wf-zero/run-8/mcp-logs/gateway.jsonl")
+    # valid JSON nested 600 deep, and nested deeper than the parser goes
+    _run(fleet / "wf-json/run-9", _info(9), output='{"items": ' + "[" * 600 + "]" * 600 + "}")
+    _run(fleet / "wf-json/run-10", _info(10), output='{"items": ' + "[" * 5000 + "]" * 5000 + "}")
+    # YYYY-MM-DD folders that are not dates (no created_at: the date comes from the folder)
+    _run(fleet / "wf-date/0000-00-00/11", {"run_id": 11})
+    _run(fleet / "wf-date/2026-13-45/12", {"run_id": 12})
+    # a link to a file outside the fleet
+    secret = root / "secret.json"
+    secret.write_text(json.dumps({"items": [{"type": "create_issue", "body": SECRET}]}))
+    _run(fleet / "wf-link/run-13", _info(13), output=None)
+    os.symlink(secret, fleet / "wf-link/run-13/agent_output.json")
+    # a workflow literally named as hive's null
+    _run(fleet / "wf-null/run-15", _info(15, workflow_name="__HIVE_DEFAULT_PARTITION__"))
+    return fleet
