@@ -357,7 +357,7 @@ def skipped_warnings(root: str, listing: Iterable[tuple[Any, ...]]) -> list[str]
         rel, size = item[0], item[1]
         if size >= 0:
             continue
-        shown = rel[:-1] if rel.endswith("/.") else rel
+        shown = "this folder" if rel == "." else rel[:-1] if rel.endswith("/.") else rel
         reason = SKIPPED.get(size, "not read")
         if size == SYMLINK and _leaves(root, rel):
             reason = "symbolic link to a place outside the run folder; not followed"

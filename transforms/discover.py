@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -10,7 +11,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from graders.layout import run_root_of
-from graders.runfiles import walk_local
+from graders.runfiles import NOT_UTF8, shown_name, utf8_name, walk_local
 from transforms.beamfiles import join
 
 # (run root relative to input, [(rel, size, mtime seconds)])
@@ -68,10 +69,24 @@ def _local_entries(top: str) -> Iterator[tuple[str, int, float]]:
 
 def list_run(base: str, root_rel: str) -> list[tuple[str, int, float]]:
     """The sorted listing of one run folder, as ``ListRuns`` lists it within the fleet."""
-    return sorted(
+    listing = sorted(
         (rel, size, mtime) for rel, size, mtime in _entries(join(base, root_rel))
-        if run_root_of(root_rel + "/" + rel) == root_rel  # not a run folder's nested in it
+        # "." is the folder itself, which could not be read; a run folder's nested in it is not its
+        if rel == "." or run_root_of(root_rel + "/" + rel) == root_rel
     )
+    if not listing and _scheme(base) == "" and _shown_not_utf8(join(base, root_rel)):
+        listing = [(".", NOT_UTF8, 0.0)]  # a folder discovery did not enter for its name
+    return listing
+
+
+def _shown_not_utf8(path: str) -> bool:
+    """Whether ``path`` is how a folder whose name is not UTF-8 is shown (``shown_name``)."""
+    parent, _, leaf = path.rpartition("/")
+    try:
+        names = os.listdir(parent or ".")
+    except OSError:
+        return False
+    return any(not utf8_name(name) and shown_name(name) == leaf for name in names)
 
 
 class ListRuns(beam.DoFn):

@@ -13,19 +13,23 @@ GOOD = ("good/run-1", "good/run-2")
 DEAD: dict[str, str] = {
     "wf-attempt/run-40": "run_attempt",
     "wf-attempt/run-300": "run_attempt",
-    "wf-fifo/run-7": "not a regular file",
     "wf-date/0000-00-00/11": "0000-00-00",
     "wf-date/2026-13-45/12": "2026-13-45",
-    "wf-long/run-6": "workflow_name",
+    "wf-long/run-6": "workflow_name is 300 characters long",
+    "wf-\\xff": "this folder: name is not valid UTF-8",  # a folder outside any run, not entered
 }
 # run folder -> what one of its warnings says (it is graded)
 WARNED: dict[str, str] = {
-    "wf-bytes/run-2": "not valid UTF-8",
-    "wf-zero/run-8": "symbolic link",
-    "wf-link/run-13": "outside the run folder",
+    "wf-bytes/run-2": "bad-\\xff.json: name is not valid UTF-8",
+    "wf-fifo/run-7": "agent_output.json: not a regular file",
+    "wf-zero/run-8": "mcp-logs/gateway.jsonl: symbolic link to a place outside the run folder",
+    "wf-link/run-13": "agent_output.json: symbolic link to a place outside the run folder",
+    "wf-json/run-10": "agent_output.json: nested deeper than 1024 levels",
 }
 # graded runs whose identity or data is hostile but valid
-GRADED = ("wf-deep/run-1", "wf-json/run-9", "wf-json/run-10", "wf-cjk/run-5", "wf-null/run-15")
+GRADED = ("wf-deep/run-1", "wf-json/run-9", "wf-cjk/run-5", "wf-null/run-15")
+CJK_WORKFLOW = "工作流程" * 30
+NULL_WORKFLOW = "__HIVE_DEFAULT_PARTITION__"
 
 
 def _run(folder: Path, info: dict[str, object] | None, output: str | None = '{"items": []}') -> Path:
@@ -59,12 +63,16 @@ def make_hostile_fleet(root: Path) -> Path:
     _run(fleet / "wf-bytes/run-2", _info(2))
     with open(os.path.join(os.fsencode(fleet / "wf-bytes/run-2"), b"bad-\xff.json"), "wb") as fh:
         fh.write(b"{}")
+    # a folder whose name is not valid UTF-8, holding a run
+    os.makedirs(os.path.join(os.fsencode(fleet), b"wf-\xff", b"run-3"))
+    with open(os.path.join(os.fsencode(fleet), b"wf-\xff", b"run-3", b"aw_info.json"), "w") as fh:
+        fh.write(json.dumps(_info(3)))
     # run_attempt beyond the column's range
     _run(fleet / "wf-attempt/run-40", _info(40, run_attempt=2**40))
     _run(fleet / "wf-attempt/run-300", _info(300, run_attempt=1e300))
     # a 300-character workflow_name (refused) and a long CJK one (kept, hash-suffixed partition)
     _run(fleet / "wf-long/run-6", _info(6, workflow_name="w" * 300))
-    _run(fleet / "wf-cjk/run-5", _info(5, workflow_name="工作流程" * 30))
+    _run(fleet / "wf-cjk/run-5", _info(5, workflow_name=CJK_WORKFLOW))
     # agent_output.json is a FIFO
     _run(fleet / "wf-fifo/run-7", _info(7), output=None)
     os.mkfifo(fleet / "wf-fifo/run-7/agent_output.json")
@@ -84,5 +92,5 @@ def make_hostile_fleet(root: Path) -> Path:
     _run(fleet / "wf-link/run-13", _info(13), output=None)
     os.symlink(secret, fleet / "wf-link/run-13/agent_output.json")
     # a workflow literally named as hive's null
-    _run(fleet / "wf-null/run-15", _info(15, workflow_name="__HIVE_DEFAULT_PARTITION__"))
+    _run(fleet / "wf-null/run-15", _info(15, workflow_name=NULL_WORKFLOW))
     return fleet

@@ -1,0 +1,113 @@
+"""`fleetgrade run` and `grade` on a fleet of hostile runs (issue 28): the job finishes, good runs
+are graded, each hostile run is a warned run or a dead letter saying why, and nothing from
+outside the fleet reaches the output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.tables import connect
+from tests.conftest import REPO
+from tests.helpers.hostile_fleet import (
+    CJK_WORKFLOW,
+    DEAD,
+    GOOD,
+    GRADED,
+    NULL_WORKFLOW,
+    SECRET,
+    WARNED,
+    make_hostile_fleet,
+)
+
+FLEETGRADE = str(Path(sys.executable).parent / "fleetgrade")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "FLEETGRADE_SHARED": os.environ.get("FLEETGRADE_SHARED", "/work/shared")}
+    return subprocess.run([FLEETGRADE, *args], capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
+    root = tmp_path_factory.mktemp("hostile")
+    fleet = make_hostile_fleet(root)
+    out = root / "out"
+    done = _run("run", "--input", str(fleet), "--output", str(out), "--log-level", "WARNING")
+    return fleet, out, done
+
+
+def _file_bytes(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_job_finishes_and_every_run_is_graded_or_a_dead_letter(graded):
+    fleet, out, done = graded
+    assert done.returncode == 0, done.stderr[-2000:]
+    con = connect(str(out))
+    roots = {r[0][len(str(fleet)) + 1:] for r in con.execute("SELECT root FROM runs").fetchall()}
+    dead = {r[0][len(str(fleet)) + 1:]: r[1] for r in con.execute("SELECT input, message FROM dead_letter").fetchall()}
+    assert roots == {*GOOD, *GRADED, *WARNED}
+    assert set(dead) == set(DEAD)
+    for folder, words in DEAD.items():
+        assert words in dead[folder], (folder, dead[folder])
+    # Each dead letter names the file or folder it is about.
+    for folder, message in dead.items():
+        assert message.startswith(str(fleet / folder)), message
+
+
+def test_hostile_data_is_a_warning_of_its_run(graded):
+    fleet, out, _ = graded
+    con = connect(str(out))
+    warnings = {r[0][len(str(fleet)) + 1:]: r[1] for r in con.execute("SELECT root, warnings FROM runs").fetchall()}
+    for folder, words in WARNED.items():
+        assert any(w.startswith(words) for w in warnings[folder]), (folder, warnings[folder])
+    for folder in (*GOOD, *GRADED):
+        assert warnings[folder] == [], folder
+    # Good runs are graded as usual, beside the hostile ones.
+    statuses = con.execute("SELECT count(*), count(DISTINCT run_id) FROM grader_results WHERE workflow = 'good'").fetchone()
+    assert statuses[0] > 0 and statuses[1] == 2
+
+
+def test_names_read_back_as_written(graded):
+    _, out, _ = graded
+    con = connect(str(out))
+    names = {r[0] for r in con.execute("SELECT DISTINCT workflow FROM grader_results").fetchall()}
+    assert {CJK_WORKFLOW, NULL_WORKFLOW, "good"} <= names and None not in names
+    assert con.execute("SELECT count(*) FROM runs WHERE workflow = ?", [CJK_WORKFLOW]).fetchone()[0] == 1
+    for folder in (out / "runs").iterdir():
+        assert len(folder.name.encode()) <= 255
+    # Dead letters whose date folder is no date have none: never an invalid date= partition.
+    assert not [p for p in out.rglob("date=*") if p.name not in ("date=2026-05-01", "date=__HIVE_DEFAULT_PARTITION__")]
+
+
+def test_no_content_from_outside_the_fleet_reaches_the_output(graded):
+    _, out, _ = graded
+    assert not [rel for rel, data in _file_bytes(out).items() if SECRET.encode() in data]
+
+
+def test_an_unchanged_rerun_changes_nothing(graded):
+    """Incremental reading decodes the hashed partitions: nothing is regraded or duplicated."""
+    fleet, out, _ = graded
+    before = _file_bytes(out)
+    done = _run("run", "--input", str(fleet), "--output", str(out), "--log-level", "WARNING")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _file_bytes(out) == before
+
+
+def test_single_run_grade_refuses_a_link_out_of_the_run(graded, tmp_path, capsys):
+    from pipeline.cli import main
+
+    fleet, _, _ = graded
+    run = fleet / "wf-link" / "run-13"
+    info = json.loads((run / "aw_info.json").read_text())
+    (run / "aw_info.json").write_text(json.dumps({**info, "workflow_name": "wf-link"}))
+    assert main(["grade", str(run), "--out", str(tmp_path / "o")]) == 0
+    assert not [rel for rel, data in _file_bytes(tmp_path / "o").items() if SECRET.encode() in data]
+    captured = capsys.readouterr()
+    assert SECRET not in captured.out + captured.err

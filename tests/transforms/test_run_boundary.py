@@ -1,0 +1,64 @@
+"""Everything about one run happens inside its error boundary (issue 28): whatever reading or
+preparing it raises, the run is a dead letter naming it and the other runs are prepared."""
+
+from __future__ import annotations
+
+import json
+
+import apache_beam as beam
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+import transforms.prepare as prepare_module
+from graders.prepare import prepare_run
+from transforms.discover import DiscoverRuns
+from transforms.prepare import DEAD, DEAD_STATE, PrepareRun
+
+FAILURES = {"wf/run-2": RecursionError("maximum recursion depth exceeded"),
+            "wf/run-3": MemoryError("no memory"),
+            "wf/run-4": UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")}
+
+
+def _fleet(tmp_path):
+    for n in range(1, 6):
+        run = tmp_path / "wf" / f"run-{n}"
+        run.mkdir(parents=True)
+        (run / "aw_info.json").write_text(json.dumps({"run_id": n, "created_at": "2026-05-01T00:00:00Z"}))
+    return str(tmp_path)
+
+
+def _failing_prepare(files, run_root):
+    if run_root in FAILURES:
+        raise FAILURES[run_root]
+    return prepare_run(files, run_root)
+
+
+def _failing_list(base, root_rel):
+    raise OSError(f"{base}/{root_rel}: listing failed")
+
+
+def test_whatever_a_run_raises_it_is_a_dead_letter_and_the_job_goes_on(tmp_path, monkeypatch):
+    base = _fleet(tmp_path)
+    monkeypatch.setattr(prepare_module, "prepare_run", _failing_prepare)
+    with TestPipeline() as p:
+        out = (p | DiscoverRuns(base)
+                 | beam.ParDo(PrepareRun(base)).with_outputs(DEAD, DEAD_STATE, main="prepared"))
+        assert_that(out.prepared | "Roots" >> beam.Map(lambda prep: prep.meta.run_id),
+                    equal_to(["1", "5"]), label="prepared")
+        assert_that(out[DEAD] | "Dead" >> beam.Map(lambda r: (r["input"][len(base) + 1:], r["error_class"],
+                                                               r["workflow"], r["run_id"])),
+                    equal_to([("wf/run-2", "RecursionError", "wf", "2"), ("wf/run-3", "MemoryError", "wf", "3"),
+                              ("wf/run-4", "UnicodeDecodeError", "wf", "4")]), label="dead")
+
+
+def test_listing_a_run_again_is_inside_its_boundary(tmp_path, monkeypatch):
+    """A run from the incremental decision is listed again by PrepareRun: a failure there is the
+    run's dead letter too (it was outside the boundary)."""
+    base = _fleet(tmp_path)
+    monkeypatch.setattr(prepare_module, "list_run", _failing_list)
+    with TestPipeline() as p:
+        out = (p | beam.Create([("wf/run-1", b"\0" * 8, None)])
+                 | beam.ParDo(PrepareRun(base)).with_outputs(DEAD, DEAD_STATE, main="prepared"))
+        assert_that(out.prepared, equal_to([]), label="prepared")
+        assert_that(out[DEAD] | beam.Map(lambda r: (r["error_class"], r["message"])),
+                    equal_to([("OSError", f"{base}/wf/run-1: listing failed")]), label="dead")
