@@ -116,13 +116,15 @@ def build(
         | "GroupKeptByPartition" >> beam.GroupByKey()
         | "CarriedVerdicts" >> beam.FlatMap(lambda kv, out: stored_rows_of(out, "trace_verdicts", kv), output)
     )
-    verdicts = runs | "TraceRules" >> GradeTraceRules(cfg)
+    rules = runs | "TraceRules" >> GradeTraceRules(cfg)
+    verdicts = rules["verdicts"]
     reliability = (verdicts, carried) | "Reliability" >> TaskReliability()
 
     tables = {
         "grader_results": graded["grader_results"],
-        "runs": graded["runs"],
-        "dead_letter": {"prepare": prepared[DEAD], **{f"grade-{f}": rows for f, rows in graded["dead_letter"].items()}},
+        "runs": {**graded["runs"], "failed-trace-rules": rules["failed"]},
+        "dead_letter": {"prepare": prepared[DEAD], "grade-trace-rules": rules["dead_letter"],
+                        **{f"grade-{f}": rows for f, rows in graded["dead_letter"].items()}},
         "trace_verdicts": verdicts,
         "task_reliability": reliability,
         STATE_TABLE: state,

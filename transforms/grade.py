@@ -81,8 +81,10 @@ class GradeRuns(beam.PTransform):
 
     def expand(self, prepared: beam.PCollection) -> dict[str, Any]:
         per_family: dict[str, beam.PCollection] = {}
-        runs: dict[str, beam.PCollection] = {"stub": prepared | "RunStubs" >> beam.Map(_run_stub, self.plans)}
-        dead: dict[str, beam.PCollection] = {}
+        # Inside a per-run boundary too: a run whose stub fails is a dead letter, not a failed job.
+        stubs, bad_stubs = prepared | "RunStubs" >> beam.Map(_run_stub, self.plans).with_exception_handling()
+        runs: dict[str, beam.PCollection] = {"stub": stubs}
+        dead: dict[str, beam.PCollection] = {"runs": bad_stubs | "StubFailureRows" >> beam.Map(failure_row)}
         for family in self.plans.families():
             # The side output is declared, so Beam does not warn that it has no type hint.
             grade: Any = beam.ParDo(GradeFamily(self.plans, family)).with_output_types(
@@ -95,9 +97,8 @@ class GradeRuns(beam.PTransform):
             graded = prepared | f"Grade[{family}]" >> grade.with_outputs(COUNTS, main="rows").with_exception_handling()
             per_family[family] = graded["rows"]
             runs[f"counts-{family}"] = graded[COUNTS]
-            dead[family] = graded["bad"] | f"GradeFailureRows[{family}]" >> beam.Map(_failure_row)
-            runs[f"failed-{family}"] = dead[family] | f"FailureParts[{family}]" >> beam.Map(
-                lambda row: failure_part(row["workflow"], row["date"], row["run_id"], row["attempt"]))
+            dead[family] = graded["bad"] | f"GradeFailureRows[{family}]" >> beam.Map(failure_row)
+            runs[f"failed-{family}"] = dead[family] | f"FailureParts[{family}]" >> beam.Map(failure_row_part)
         return {"grader_results": per_family, "runs": runs, "dead_letter": dead}
 
 
@@ -115,7 +116,12 @@ def _failure(exc_info: Any) -> tuple[str, str]:
     return kind.__name__, message
 
 
-def _failure_row(bad: tuple[Any, Any]) -> dict[str, Any]:
+def failure_row_part(row: dict[str, Any]) -> dict[str, Any]:
+    """The ``runs`` failure part of a run a grading step failed on: it is a dead letter only."""
+    return failure_part(row["workflow"], row["date"], row["run_id"], row["attempt"])
+
+
+def failure_row(bad: tuple[Any, Any]) -> dict[str, Any]:
     element, exc_info = bad
     meta = getattr(element, "meta", None)
     error_class, message = _failure(exc_info)

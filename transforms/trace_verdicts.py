@@ -77,11 +77,18 @@ class TaskReliability(beam.PTransform):
 
 
 class GradeTraceRules(beam.PTransform):
-    """PreparedRun → ``trace_verdicts`` rows for these runs (``TaskReliability`` aggregates them)."""
+    """PreparedRun → {"verdicts": ``trace_verdicts`` rows for these runs (``TaskReliability``
+    aggregates them), "dead_letter": a row per run the rules failed on, "failed": its ``runs``
+    failure part}: a run the rules fail on is a dead letter, as when a grader family fails."""
 
     def __init__(self, cfg: TraceConfig) -> None:
         super().__init__()
         self.cfg = cfg
 
-    def expand(self, prepared: beam.PCollection) -> beam.PCollection:
-        return prepared | "Grade[trace-rules]" >> beam.Map(verdict_row, self.cfg)
+    def expand(self, prepared: beam.PCollection) -> dict[str, beam.PCollection]:
+        from transforms.grade import failure_row, failure_row_part
+
+        good, bad = prepared | "Grade[trace-rules]" >> beam.Map(verdict_row, self.cfg).with_exception_handling()
+        dead = bad | "TraceRulesFailureRows" >> beam.Map(failure_row)
+        return {"verdicts": good, "dead_letter": dead,
+                "failed": dead | "TraceRulesFailureParts" >> beam.Map(failure_row_part)}

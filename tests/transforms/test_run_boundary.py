@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 
 import apache_beam as beam
-from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 import transforms.prepare as prepare_module
+import transforms.trace_verdicts as verdicts_module
 from graders.prepare import prepare_run
 from transforms.discover import DiscoverRuns
 from transforms.prepare import DEAD, DEAD_STATE, PrepareRun
@@ -40,7 +41,7 @@ def _failing_list(base, root_rel):
 def test_whatever_a_run_raises_it_is_a_dead_letter_and_the_job_goes_on(tmp_path, monkeypatch):
     base = _fleet(tmp_path)
     monkeypatch.setattr(prepare_module, "prepare_run", _failing_prepare)
-    with TestPipeline() as p:
+    with BeamPipeline() as p:
         out = (p | DiscoverRuns(base)
                  | beam.ParDo(PrepareRun(base)).with_outputs(DEAD, DEAD_STATE, main="prepared"))
         assert_that(out.prepared | "Roots" >> beam.Map(lambda prep: prep.meta.run_id),
@@ -56,9 +57,32 @@ def test_listing_a_run_again_is_inside_its_boundary(tmp_path, monkeypatch):
     run's dead letter too (it was outside the boundary)."""
     base = _fleet(tmp_path)
     monkeypatch.setattr(prepare_module, "list_run", _failing_list)
-    with TestPipeline() as p:
+    with BeamPipeline() as p:
         out = (p | beam.Create([("wf/run-1", b"\0" * 8, None)])
                  | beam.ParDo(PrepareRun(base)).with_outputs(DEAD, DEAD_STATE, main="prepared"))
         assert_that(out.prepared, equal_to([]), label="prepared")
         assert_that(out[DEAD] | beam.Map(lambda r: (r["error_class"], r["message"])),
                     equal_to([("OSError", f"{base}/wf/run-1: listing failed")]), label="dead")
+
+
+def test_a_run_the_trace_rules_fail_on_is_a_dead_letter_and_has_no_runs_row(tmp_path, monkeypatch):
+    from graders.trace_rules.config import default_config
+
+    base = _fleet(tmp_path)
+    real = verdicts_module.verdict_row
+
+    def failing(prep, cfg):
+        if prep.meta.run_id == "2":
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(prep, cfg)
+
+    monkeypatch.setattr(verdicts_module, "verdict_row", failing)
+    with BeamPipeline() as p:
+        prepared = p | DiscoverRuns(base) | beam.ParDo(PrepareRun(base)).with_outputs(DEAD, DEAD_STATE, main="runs")
+        rules = prepared.runs | verdicts_module.GradeTraceRules(default_config())
+        assert_that(rules["verdicts"] | "V" >> beam.Map(lambda r: r["run_id"]), equal_to(["1", "3", "4", "5"]),
+                    label="verdicts")
+        assert_that(rules["dead_letter"] | "D" >> beam.Map(lambda r: (r["run_id"], r["stage"], r["error_class"])),
+                    equal_to([("2", "grade", "RecursionError")]), label="dead")
+        assert_that(rules["failed"] | "F" >> beam.Map(lambda r: (r["run_id"], r["attempt"])),
+                    equal_to([("2", 1)]), label="failed")
