@@ -31,7 +31,7 @@ IR_KEYS = ("trajectoryIR", "trajectoryIr")
 
 
 def tier_fleets(quick: bool) -> dict[str, Path]:
-    n = 100 if quick else 1000
+    n = 60 if quick else 1000
     return {
         "mixed": core_fleet(quick),
         "ir-heavy": fleet(11, n, "ir-heavy", mix=SizeMix(medium=0.15, large=0.02), ir_rate=0.4, ir_heavy=True),
