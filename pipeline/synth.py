@@ -112,6 +112,11 @@ class SynthOptions:
     # measuring what the run count alone does (make bench memory). Ids, workflows, days,
     # reruns and malformed runs are still planned for the whole fleet.
     shapes_every: int = 0
+    # Share of runs whose agent output embeds a Trajectory IR; ``ir_heavy`` IRs cover up to
+    # _HEAVY_IR_CALLS of the run's calls (so they are as heavy-tailed as the runs, up to ~4,600
+    # events, under the 5,000-item cap) and revisit a small set of states, as agents do.
+    ir_rate: float = 0.3
+    ir_heavy: bool = False
 
 
 @dataclass(frozen=True)
@@ -366,7 +371,11 @@ def _event_lines(rng: random.Random, calls: list[_Call], run_id: int, base_s: in
     yield _dumps({"type": "session.end", "data": {"reason": "complete"}, "timestamp": _ts(base_s, calls[-1].t if calls else 1)})
 
 
-def _trajectory_ir(rng: random.Random, calls: list[_Call], run_id: int, items: list[dict[str, Any]]) -> dict[str, Any]:
+_HEAVY_IR_CALLS: Final = 2000
+
+
+def _trajectory_ir(rng: random.Random, calls: list[_Call], run_id: int, items: list[dict[str, Any]],
+                   heavy: bool = False) -> dict[str, Any]:
     """A Trajectory IR (graders.md §12) consistent with the run's first tool calls."""
     events: list[dict[str, Any]] = []
     tool_calls: list[dict[str, Any]] = []
@@ -376,7 +385,7 @@ def _trajectory_ir(rng: random.Random, calls: list[_Call], run_id: int, items: l
     edges: list[dict[str, Any]] = []
     states = [{"id": "s0", "label": "start", "firstEventIndex": 0}]
     paths: dict[str, str] = {}
-    for c in calls[:60]:
+    for c in calls[: _HEAVY_IR_CALLS if heavy else 60]:
         ei = len(events)
         events.append({"index": ei, "kind": "tool_call", "timestamp": f"t+{c.t:.1f}s", "ref": f"tc{c.index}"})
         tool_calls.append({"id": f"tc{c.index}", "eventIndex": ei, "name": c.tool, "arguments": c.args,
@@ -396,7 +405,12 @@ def _trajectory_ir(rng: random.Random, calls: list[_Call], run_id: int, items: l
                 src = observations[-2]
                 src["consumedByActionIds"].append(aid)
                 edges.append({"from": src["id"], "to": aid, "relation": "informed"})
-        if rng.random() < 0.15:
+        if heavy and rng.random() < 0.3:  # a few phases, each entered again and again
+            label = rng.choice(("explore", "edit", "verify", "report"))
+            states.append({"id": f"{label}-{rng.randrange(3)}", "label": label, "firstEventIndex": len(events)})
+            events.append({"index": len(events), "kind": "state_change", "timestamp": f"t+{c.t:.1f}s",
+                           "ref": states[-1]["id"]})
+        elif not heavy and rng.random() < 0.15:
             states.append({"id": f"s{len(states)}", "label": rng.choice(("explore", "edit", "verify", "report")),
                            "firstEventIndex": len(events)})
             events.append({"index": len(events), "kind": "state_change", "timestamp": f"t+{c.t:.1f}s",
@@ -540,8 +554,9 @@ def synth_run(out: Path, run: PlannedRun, opts: SynthOptions) -> SynthRun:
     output: dict[str, Any] = {"items": items, "errors": []}
     if rng.random() < 0.2:
         output["files"] = [{"path": f"src/module_{rng.randrange(40)}.py"} for _ in range(rng.randint(1, 5))]
-    if rng.random() < 0.3:
-        output["trajectoryIR" if rng.random() < 0.85 else "trajectoryIr"] = _trajectory_ir(rng, calls, run.run_id, items)
+    if rng.random() < opts.ir_rate:
+        output["trajectoryIR" if rng.random() < 0.85 else "trajectoryIr"] = _trajectory_ir(
+            rng, calls, run.run_id, items, opts.ir_heavy)
     out_bytes = orjson.dumps(output, option=orjson.OPT_INDENT_2)
     if kind == "empty-agent-output":
         out_bytes = b""
@@ -561,7 +576,10 @@ def synth_options(opts: SynthOptions) -> dict[str, Any]:
     return {"medium": opts.mix.medium, "large": opts.mix.large, "near_limit_rate": opts.near_limit_rate,
             "max_file_mib": opts.max_file_mib, "malformed_rate": opts.malformed_rate,
             "rerun_rate": opts.rerun_rate, "days": opts.days, "start_date": opts.start_date,
-            "ids_follow_days": True, "shapes_every": opts.shapes_every}
+            "ids_follow_days": True, "shapes_every": opts.shapes_every,
+            # Only when set: fleets generated before these options keep their recorded options.
+            **({"ir_rate": opts.ir_rate, "ir_heavy": opts.ir_heavy}
+               if (opts.ir_rate, opts.ir_heavy) != (0.3, False) else {})}
 
 
 def synth_fleet(out: Path, opts: SynthOptions) -> list[SynthRun]:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from graders.jscompat import UNDEFINED, is_record, js_key_order, js_number
-from graders.registry import GraderContext, per_run
+from graders.registry import GraderContext
 
 Trace = dict[str, Any]
 Record = dict[str, Any]
@@ -42,21 +42,19 @@ def candidates(trace: Trace, ctx: GraderContext | None, include_trace: bool) -> 
     """Candidate IR records in priority order (only records count).
 
     ``include_trace`` puts the preprocessed trace itself first, as twelve of the graders do.
-    Searched once per run (every trajectory grader of the run asks); each caller gets its own list.
+    Searched once per run (the run's :class:`RunView`); each caller gets its own list.
     """
-    found = per_run(ctx, trace, ("trajectory.candidates", include_trace),
-                    lambda: _candidates(trace, ctx, include_trace))
-    return list(found)
+    return list(run_view(trace, ctx).candidates(include_trace))
 
 
-def _candidates(trace: Trace, ctx: GraderContext | None, include_trace: bool) -> list[Record]:
+def _candidates(trace: Trace, file_ir: Any, include_trace: bool) -> list[Record]:
     agent_output = get(trace, "agentOutput")
     ao = agent_output if is_record(agent_output) else None
     raw: list[Any] = [trace] if include_trace else []
     raw += [get(trace, "trajectoryIR"), get(trace, "trajectoryIr"), get(trace, "ir")]
     raw += [get(ao, k) for k in _AGENT_OUTPUT_KEYS] + [ao]
-    if ctx is not None and is_record(ctx.file_ir):
-        raw.append(ctx.file_ir)  # our deviation: the IR file is the last resort
+    if is_record(file_ir):
+        raw.append(file_ir)  # our deviation: the IR file is the last resort
     return [c for c in raw if is_record(c)]
 
 
@@ -64,15 +62,15 @@ def oversized_collection(trace: Trace, ctx: GraderContext | None) -> str | None:
     """The first IR collection longer than the cap, as ``<key>`` or ``reference.<key>``.
 
     Scans every candidate, the trace included, except the trace's own preprocessed
-    ``toolCalls`` (graders only scan that list linearly). Once per run, like :func:`candidates`.
+    ``toolCalls`` (graders only scan that list linearly). Once per run (the run's view).
     """
     if not is_record(trace):
         return None
-    return per_run(ctx, trace, "trajectory.oversized", lambda: _oversized_collection(trace, ctx))
+    return run_view(trace, ctx).oversized
 
 
-def _oversized_collection(trace: Trace, ctx: GraderContext | None) -> str | None:
-    for cand in [trace, *candidates(trace, ctx, include_trace=False)]:
+def _oversized_collection(trace: Trace, cands: list[Record]) -> str | None:
+    for cand in [trace, *cands]:
         for key in IR_COLLECTION_KEYS:
             if cand is trace and key == "toolCalls":
                 continue
@@ -160,6 +158,20 @@ class StateVisit:
         self.event_index = event_index
 
 
+def _event_positions(events: list[Any]) -> dict[float | int, int]:
+    """``Number(index)`` of each record event -> its array position (later duplicates win, as Map.set does)."""
+    position: dict[float | int, int] = {}
+    for i, event in enumerate(events):
+        if isinstance(event, dict):
+            index = event.get("index", UNDEFINED)
+            if type(index) is not int or not -_MAX_SAFE <= index <= _MAX_SAFE:
+                index = _finite_number(index)
+                if index is None:
+                    continue
+            position[index] = i
+    return position
+
+
 def state_visits(cands: list[Record]) -> list[StateVisit]:
     """Canonical state visits in execution order (REP and the RQA graders).
 
@@ -173,29 +185,31 @@ def state_visits(cands: list[Record]) -> list[StateVisit]:
         return []
     states = cand["states"]
     raw_events = cand.get("events")
-    events: list[Any] = raw_events if isinstance(raw_events, list) else []
-    event_position: dict[float | int, int] = {}
-    for i, event in enumerate(events):
-        if is_record(event):
-            index = _finite_number(event.get("index", UNDEFINED))
-            if index is not None:
-                event_position[index] = i  # later duplicates win, as Map.set does
+    event_position = _event_positions(raw_events) if isinstance(raw_events, list) else {}
     visits: list[StateVisit] = []
+    append = visits.append
     for position, state in enumerate(states):
         if isinstance(state, str):
-            visits.append(StateVisit(state, position, None))
+            append(StateVisit(state, position, None))
             continue
-        if not is_record(state) or not non_empty_str(state.get("id")):
+        if not isinstance(state, dict):
             continue
-        first = _finite_number(state.get("firstEventIndex", UNDEFINED))
+        sid = state.get("id")
+        if not isinstance(sid, str) or sid == "":
+            continue
+        raw = state.get("firstEventIndex", UNDEFINED)
+        first = raw if type(raw) is int and -_MAX_SAFE <= raw <= _MAX_SAFE else _finite_number(raw)
         if first is None:
-            visits.append(StateVisit(state["id"], position, None))
-        elif first in event_position:
-            visits.append(StateVisit(state["id"], event_position[first], first))
+            append(StateVisit(sid, position, None))
         else:
-            visits.append(StateVisit(state["id"], first, first))
-    visits.sort(key=lambda v: v.order)  # stable, like V8's Array.prototype.sort
+            order: float | int = event_position.get(first, first)
+            append(StateVisit(sid, order, first))
+    visits.sort(key=_visit_order)  # stable, like V8's Array.prototype.sort
     return visits
+
+
+def _visit_order(visit: StateVisit) -> float | int:
+    return visit.order
 
 
 def event_symbols(cands: list[Record]) -> list[str]:
@@ -208,13 +222,118 @@ def event_symbols(cands: list[Record]) -> list[str]:
     if cand is None:
         return []
     keyed: list[tuple[float | int, str]] = []
+    append = keyed.append
     for position, event in enumerate(cand["events"]):
-        if not is_record(event) or not non_empty_str(event.get("kind")):
+        if not isinstance(event, dict):
             continue
-        index = _finite_number(event.get("index", UNDEFINED))
-        kind = event["kind"]
-        ref = event.get("ref")
-        symbol = f"tool_call:{ref}" if kind == "tool_call" and non_empty_str(ref) else kind
-        keyed.append((position if index is None else index, symbol))
-    keyed.sort(key=lambda e: e[0])
+        kind = event.get("kind")
+        if not isinstance(kind, str) or kind == "":
+            continue
+        index = event.get("index", UNDEFINED)
+        if type(index) is not int or not -_MAX_SAFE <= index <= _MAX_SAFE:
+            index = _finite_number(index)
+            if index is None:
+                index = position
+        if kind == "tool_call":
+            ref = event.get("ref")
+            if isinstance(ref, str) and ref != "":
+                kind = f"tool_call:{ref}"
+        append((index, kind))
+    keyed.sort(key=_first)
     return [symbol for _, symbol in keyed]
+
+
+def _first(item: tuple[float | int, str]) -> float | int:
+    return item[0]
+
+
+T = TypeVar("T")
+_UNSET: Final[Any] = object()
+
+
+class RunView:
+    """One run's IR as the trajectory graders see it, each derived structure built once.
+
+    The candidate lists, the cap check, the canonical state visits and the event symbols are
+    computed on first use and shared by every grader of the run; ``derive`` holds what one
+    grader module derives from them (RQA statistics, lineage sets). One view per run, kept in
+    the run's memo (:func:`run_view`) and dropped with it. It holds the trace and IR file but
+    never a context, so memo -> view -> data has no way back: refcounting frees it (no cycle).
+    """
+
+    __slots__ = ("_derived", "_oversized", "_symbols", "_visits", "_with_trace", "_without_trace", "file_ir", "trace")
+
+    def __init__(self, trace: Trace, file_ir: Any) -> None:
+        self.trace = trace
+        self.file_ir = file_ir
+        self._with_trace: list[Record] | None = None
+        self._without_trace: list[Record] | None = None
+        self._oversized: Any = _UNSET
+        self._visits: list[StateVisit] | None = None
+        self._symbols: list[str] | None = None
+        self._derived: dict[Any, Any] = {}
+
+    def candidates(self, include_trace: bool) -> list[Record]:
+        """The shared candidate list: read it, never change it."""
+        if include_trace:
+            if self._with_trace is None:
+                self._with_trace = _candidates(self.trace, self.file_ir, True)
+            return self._with_trace
+        if self._without_trace is None:
+            self._without_trace = _candidates(self.trace, self.file_ir, False)
+        return self._without_trace
+
+    @property
+    def oversized(self) -> str | None:
+        """:func:`oversized_collection`, checked once for the run."""
+        if self._oversized is _UNSET:
+            self._oversized = _oversized_collection(self.trace, self.candidates(False))
+        found: str | None = self._oversized
+        return found
+
+    @property
+    def visits(self) -> list[StateVisit]:
+        """:func:`state_visits` over the run's candidates (the trace itself excluded)."""
+        if self._visits is None:
+            self._visits = state_visits(self.candidates(False))
+        return self._visits
+
+    @property
+    def state_ids(self) -> list[str]:
+        """The ids of :attr:`visits`, the sequence the RQA graders quantify."""
+        ids: list[str] = self.derive("ir.state_ids", self._state_ids)
+        return ids
+
+    def _state_ids(self) -> list[str]:
+        return [v.id for v in self.visits]
+
+    @property
+    def symbols(self) -> list[str]:
+        """:func:`event_symbols` over the run's candidates (the trace itself excluded)."""
+        if self._symbols is None:
+            self._symbols = event_symbols(self.candidates(False))
+        return self._symbols
+
+    def derive(self, key: Any, compute: Callable[[], T]) -> T:
+        """``compute()`` once per run under ``key`` (a module-prefixed name)."""
+        derived = self._derived
+        if key in derived:
+            value: T = derived[key]
+            return value
+        value = derived[key] = compute()
+        return value
+
+
+_VIEW_KEY: Final = "trajectory.view"
+
+
+def run_view(trace: Trace, ctx: GraderContext | None) -> RunView:
+    """The run's :class:`RunView`, made by its first trajectory grader (a fresh one without ``ctx``)."""
+    if ctx is None:
+        return RunView(trace, None)
+    memo = ctx.memo_for(trace)  # emptied when the trace or the IR file is another run's
+    view = memo.get(_VIEW_KEY)
+    if view is None:
+        view = memo[_VIEW_KEY] = RunView(trace, ctx.file_ir)
+    assert isinstance(view, RunView)
+    return view

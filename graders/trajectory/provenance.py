@@ -22,6 +22,7 @@ from graders.trajectory.ir import (
     first_with,
     non_empty_str,
     records,
+    run_view,
     unavailable,
 )
 
@@ -64,6 +65,14 @@ def tool_output_consumption_rate(trace: Trace, config: Record, ctx: GraderContex
     return {"value": used / len(tool_obs), "details": details}
 
 
+def _grounded(trace: Trace, ctx: GraderContext, ir: Record) -> set[str]:
+    """:func:`_grounded_nodes` of ``ir``, once per run and candidate (lineage and action
+    provenance usually pick the same one). The view keeps ``ir`` alive, so its id is stable."""
+    view = run_view(trace, ctx)
+    grounded: set[str] = view.derive(("provenance.grounded", id(ir)), lambda: _grounded_nodes(ir))
+    return grounded
+
+
 def _grounded_nodes(ir: Record) -> set[str]:
     """Every node with a path back (to -> from) to a tool-call or observation id, roots included."""
     roots = {
@@ -95,7 +104,7 @@ def end_to_end_lineage_completeness(trace: Trace, config: Record, ctx: GraderCon
         return unavailable("not applicable: no final safe outputs")
     if not all(non_empty_str(ref) for ref in outputs):
         return unavailable("unavailable: safe output is missing a provenance reference")
-    grounded = _grounded_nodes(ir)
+    grounded = _grounded(trace, ctx, ir)
     complete = sum(1 for ref in outputs if ref in grounded)
     missing = [ref for ref in outputs if ref not in grounded][:_MAX_LISTED]
     details = f"outputs={len(outputs)} traceable={complete}"
@@ -119,7 +128,7 @@ def action_provenance_coverage(trace: Trace, config: Record, ctx: GraderContext)
         return unavailable("not applicable: no consequential actions")
     if not all(non_empty_str(a.get("id")) for a in consequential):
         return unavailable("unavailable: consequential action is missing an id")
-    grounded = _grounded_nodes(ir)
+    grounded = _grounded(trace, ctx, ir)
     covered = sum(1 for a in consequential if a["id"] in grounded)
     missing = [a["id"] for a in consequential if a["id"] not in grounded][:_MAX_LISTED]
     details = f"consequentialActions={len(consequential)} covered={covered}"

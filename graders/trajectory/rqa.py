@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from graders.jscompat import js_number_to_string
 from graders.registry import GraderContext
-from graders.trajectory.ir import Raw, Record, Trace, candidates, state_visits, unavailable
+from graders.trajectory.ir import Raw, Record, RunView, Trace, run_view, unavailable
 
 LMIN: Final = 2
 VMIN: Final = 2
@@ -41,9 +41,9 @@ def symbol_codes(sequence: list[str]) -> npt.NDArray[np.int64]:
     return np.fromiter((codes.setdefault(s, len(codes)) for s in sequence), dtype=np.int64, count=len(sequence))
 
 
-def recurrent_points(sequence: list[str]) -> int:
-    """Ordered pairs (i, j), i != j, with equal ids: Σ c·(c−1)."""
-    return sum(c * (c - 1) for c in Counter(sequence).values())
+def recurrent_points(sequence: list[str], counts: Counter[str] | None = None) -> int:
+    """Ordered pairs (i, j), i != j, with equal ids: Σ c·(c−1) (``counts``: ``Counter(sequence)``)."""
+    return sum(c * (c - 1) for c in (Counter(sequence) if counts is None else counts).values())
 
 
 @dataclass(frozen=True)
@@ -53,15 +53,17 @@ class DiagonalStats:
     top_lines: list[int]  # the longest lines (length >= LMIN), longest first, at most _TOP
 
 
-def diagonal_stats(sequence: list[str]) -> DiagonalStats:
+def diagonal_stats(sequence: list[str], counts: Counter[str] | None = None) -> DiagonalStats:
     """Diagonal-line statistics of the upper triangle, counted symmetrically.
 
     Sparse recurrences (few equal pairs) are handled pair by pair; dense ones bit-parallel.
-    Both give identical results; the choice is only about speed.
+    Both give identical results; the choice is only about speed. ``counts``: ``Counter(sequence)``.
     """
     n = len(sequence)
+    pairs = sum(c * (c - 1) // 2 for c in (Counter(sequence) if counts is None else counts).values())
+    if pairs == 0:
+        return DiagonalStats(0, 0, [])
     codes = symbol_codes(sequence)
-    pairs = sum(c * (c - 1) // 2 for c in Counter(sequence).values())
     if pairs <= _PAIR_LIMIT_PER_ITEM * n:
         return _diagonal_stats_from_pairs(codes, pairs)
     return _diagonal_stats_by_bit_planes(codes)
@@ -143,13 +145,15 @@ class VerticalStats:
     top_lines: list[int]
 
 
-def vertical_stats(sequence: list[str]) -> VerticalStats:
+def vertical_stats(sequence: list[str], counts: Counter[str] | None = None) -> VerticalStats:
     """Vertical-line statistics from blocks of equal consecutive symbols, in O(n).
 
     For a symbol with c visits and a block of length L: the c − L columns outside the block
     each see one line of length L; the L columns inside it see pieces k and L−1−k, k=0..L−1.
+    ``counts``: ``Counter(sequence)`` when already known.
     """
-    counts = Counter(sequence)
+    if counts is None:
+        counts = Counter(sequence)
     blocks: list[tuple[str, int]] = []
     for symbol in sequence:
         if blocks and blocks[-1][0] == symbol:
@@ -170,11 +174,24 @@ def vertical_stats(sequence: list[str]) -> VerticalStats:
         top.extend([length] * min(lines[length], _TOP - len(top)))
         if len(top) >= _TOP:
             break
-    return VerticalStats(recurrent_points(sequence), vertical_points, line_count, top)
+    return VerticalStats(recurrent_points(sequence, counts), vertical_points, line_count, top)
 
 
-def _sequence(trace: Trace, ctx: GraderContext) -> list[str]:
-    return [v.id for v in state_visits(candidates(trace, ctx, include_trace=False))]
+def _counts(view: RunView) -> Counter[str]:
+    """Visits per state id, first-seen order (RR, and the pair counts of DET)."""
+    counts: Counter[str] = view.derive("rqa.counts", lambda: Counter(view.state_ids))
+    return counts
+
+
+def _diagonal(view: RunView) -> DiagonalStats:
+    stats: DiagonalStats = view.derive("rqa.diagonal", lambda: diagonal_stats(view.state_ids, _counts(view)))
+    return stats
+
+
+def _vertical(view: RunView) -> VerticalStats:
+    """Shared by LAM and TT."""
+    stats: VerticalStats = view.derive("rqa.vertical", lambda: vertical_stats(view.state_ids, _counts(view)))
+    return stats
 
 
 def _join(values: list[int]) -> str:
@@ -183,7 +200,7 @@ def _join(values: list[int]) -> str:
 
 def state_revisit_probability_rep(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
     """(visits − distinct) / visits."""
-    visits = state_visits(candidates(trace, ctx, include_trace=False))
+    visits = run_view(trace, ctx).visits
     if len(visits) < 2:
         return unavailable("not applicable: fewer than two state visits")
     seen: set[str] = set()
@@ -204,11 +221,11 @@ _FOUR: Final = "not applicable: fewer than four canonical state visits"
 
 def recurrence_determinism(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
     """DET: share of recurrent points on diagonal lines of length >= 2."""
-    seq = _sequence(trace, ctx)
-    n = len(seq)
+    view = run_view(trace, ctx)
+    n = len(view.state_ids)
     if n < 4:
         return unavailable(_FOUR)
-    stats = diagonal_stats(seq)
+    stats = _diagonal(view)
     if stats.recurrent_points == 0:
         return {"value": 0, "details": f"no recurrent state pairs found across {n} state visits; DET is vacuously 0"}
     details = (
@@ -221,11 +238,11 @@ def recurrence_determinism(trace: Trace, config: Record, ctx: GraderContext) -> 
 
 def recurrence_laminarity(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
     """LAM: share of recurrent points on vertical lines of length >= 2."""
-    seq = _sequence(trace, ctx)
-    n = len(seq)
+    view = run_view(trace, ctx)
+    n = len(view.state_ids)
     if n < 4:
         return unavailable(_FOUR)
-    stats = vertical_stats(seq)
+    stats = _vertical(view)
     if stats.recurrent_points == 0:
         return {"value": 0, "details": f"no recurrent state pairs found across {n} state visits; LAM is vacuously 0"}
     details = (
@@ -238,11 +255,11 @@ def recurrence_laminarity(trace: Trace, config: Record, ctx: GraderContext) -> R
 
 def recurrence_trapping_time(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
     """TT: mean length of vertical lines of length >= 2."""
-    seq = _sequence(trace, ctx)
-    n = len(seq)
+    view = run_view(trace, ctx)
+    n = len(view.state_ids)
     if n < 4:
         return unavailable(_FOUR)
-    stats = vertical_stats(seq)
+    stats = _vertical(view)
     if stats.line_count == 0:
         return {
             "value": 0,
@@ -257,11 +274,11 @@ def recurrence_trapping_time(trace: Trace, config: Record, ctx: GraderContext) -
 
 def recurrence_rate(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
     """RR: recurrent ordered pairs / n·(n−1)."""
-    seq = _sequence(trace, ctx)
-    n = len(seq)
+    view = run_view(trace, ctx)
+    n = len(view.state_ids)
     if n < 2:
         return unavailable("not applicable: fewer than two canonical state visits")
-    counts = Counter(seq)
+    counts = _counts(view)
     points = sum(c * (c - 1) for c in counts.values() if c > 1)
     possible = n * (n - 1)
     # Stable sort by count, descending: ties keep first-seen order, as the JS Map does.

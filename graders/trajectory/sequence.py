@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from typing import Final
 
 from graders.jscompat import js_to_fixed
 from graders.registry import GraderContext
-from graders.trajectory.ir import Raw, Record, Trace, candidates, event_symbols, unavailable
+from graders.trajectory.ir import Raw, Record, RunView, Trace, run_view, unavailable
 
 _TOO_FEW: Final = "not applicable: fewer than two events"
 
@@ -26,10 +27,15 @@ def conditional_entropy_bits(sequence: list[str]) -> float:
     transitions = len(sequence) - 1
     next_counts: dict[str, dict[str, int]] = {}
     totals: dict[str, int] = {}
-    for prev, curr in itertools.pairwise(sequence):
-        row = next_counts.setdefault(prev, {})
-        row[curr] = row.get(curr, 0) + 1
-        totals[prev] = totals.get(prev, 0) + 1
+    # Bigrams counted in C; a pair first seen later never precedes an earlier one, so rows
+    # and their entries keep the first-seen order of the reference's Maps.
+    for (prev, curr), count in Counter(itertools.pairwise(sequence)).items():
+        row = next_counts.get(prev)
+        if row is None:
+            row = next_counts[prev] = {}
+            totals[prev] = 0
+        row[curr] = count
+        totals[prev] += count
     bits = 0.0
     # Summed in first-seen order, as the reference iterates its Maps.
     for prev, row in next_counts.items():
@@ -81,13 +87,20 @@ def lz76_complexity(sequence: list[str]) -> int:
     return complexity
 
 
+def _alphabet(view: RunView) -> int:
+    """Distinct event symbols (entropy rate and LZ76)."""
+    size: int = view.derive("sequence.alphabet", lambda: len(set(view.symbols)))
+    return size
+
+
 def event_entropy_rate(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
     """Bigram conditional entropy normalised by log2(alphabet size), clamped to [0, 1]."""
-    seq = event_symbols(candidates(trace, ctx, include_trace=False))
+    view = run_view(trace, ctx)
+    seq = view.symbols
     n = len(seq)
     if n < 2:
         return unavailable(_TOO_FEW)
-    alphabet = len(set(seq))
+    alphabet = _alphabet(view)
     if alphabet < 2:
         return {"value": 0, "details": f"events={n} alphabetSize={alphabet}; entropy is vacuously 0 with a single symbol"}
     bits = conditional_entropy_bits(seq)
@@ -103,11 +116,12 @@ def event_entropy_rate(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
 
 def lempel_ziv_trajectory_complexity(trace: Trace, config: Record, ctx: GraderContext) -> Raw:
     """LZ76 phrases / (n / log_b n), clamped to [0, 1]."""
-    seq = event_symbols(candidates(trace, ctx, include_trace=False))
+    view = run_view(trace, ctx)
+    seq = view.symbols
     n = len(seq)
     if n < 2:
         return unavailable(_TOO_FEW)
-    alphabet = len(set(seq))
+    alphabet = _alphabet(view)
     if alphabet < 2:
         return {
             "value": 0,

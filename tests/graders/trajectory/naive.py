@@ -114,3 +114,41 @@ def has_root(start: str, roots: set[str], edges: list[tuple[str, str]]) -> bool:
         seen.add(current)
         pending.extend(parents.get(current, []))
     return False
+
+
+def entropy_bits_map_order(seq: list[str]) -> float:
+    """The reference's loop: nested Maps prev -> (curr -> count) filled in sequence order, then
+    summed row by row in insertion order. Same float sum, step for step (bit-identical)."""
+    rows: dict[str, dict[str, int]] = {}
+    totals: dict[str, int] = {}
+    for a, b in itertools.pairwise(seq):
+        row = rows.setdefault(a, {})
+        row[b] = row.get(b, 0) + 1
+        totals[a] = totals.get(a, 0) + 1
+    t = len(seq) - 1
+    bits = 0.0
+    for a, row in rows.items():
+        for c in row.values():
+            bits += c / t * math.log2(totals[a] / c)
+    return bits
+
+
+def state_visit_ids(states: list[object], events: list[object]) -> list[str]:
+    """Canonical visit order as the reference computes it: a Map from Number(event.index) to the
+    event's position, each state's sort key, then a stable sort (finite numbers only here)."""
+    position: dict[float, int] = {}
+    for i, e in enumerate(events):
+        if isinstance(e, dict) and isinstance(e.get("index"), (int, float)) and not isinstance(e.get("index"), bool):
+            if math.isfinite(e["index"]):
+                position[e["index"]] = i
+    keyed: list[tuple[float, str]] = []
+    for i, s in enumerate(states):
+        if isinstance(s, str):
+            keyed.append((i, s))
+        elif isinstance(s, dict) and isinstance(s.get("id"), str) and s["id"]:
+            first = s.get("firstEventIndex")
+            if isinstance(first, (int, float)) and not isinstance(first, bool) and math.isfinite(first):
+                keyed.append((position.get(first, first), s["id"]))
+            else:
+                keyed.append((i, s["id"]))
+    return [sid for _, sid in sorted(keyed, key=lambda k: k[0])]
