@@ -1,22 +1,21 @@
 # fleetgrade: the two commands of the README are `make demo` and `make test`.
-PYTHON ?= python3
+# PYTHON: the interpreter for .venv; empty means found by tools/venv.sh (python3, python3.11–3.13,
+# pyenv's versions: the first that pyproject.toml's requires-python accepts). .venv is rebuilt when
+# its interpreter is not the chosen one, and reinstalled when pyproject.toml or setup.py change.
+PYTHON ?=
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
 OUT ?= demo-output
 
-.PHONY: install system-deps demo test lint bench bench-quick clean
+.PHONY: install venv system-deps demo test lint bench bench-quick clean
 
-$(STAMP): pyproject.toml setup.py
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+venv:
+	@PYTHON='$(PYTHON)' VENV='$(VENV)' sh tools/venv.sh
 
-install: $(STAMP) system-deps
+install: venv system-deps
 
 # System tools the sandboxes and browser tests use (bubblewrap, jq, chromium); root only.
-system-deps:
+system-deps: venv
 	@$(PY) -m pipeline.system_deps
 
 demo: install

@@ -9,7 +9,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 PARTITION_COLUMNS = ("workflow", "date")
-PARTITION_SCHEMA = pa.schema([("workflow", pa.string()), ("date", pa.string())])
+# How readers are told the partitioning: `date` is a DATE in every reader (pyarrow, DuckDB, Polars,
+# BigQuery), whatever a partition holds; an undated partition (`__HIVE_DEFAULT_PARTITION__`) reads as null.
+PARTITION_SCHEMA = pa.schema([("workflow", pa.string()), ("date", pa.date32())])
 
 METRIC = pa.struct([("id", pa.string()), ("value", pa.float64())])
 

@@ -1,4 +1,4 @@
-"""Loading and comparing the gh-aw conformance cases (shared/conformance/ghaw/README.md)."""
+"""Loading and comparing the gh-aw conformance cases (tests/data/conformance/ghaw/README.md)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import shared_dir
+from tests.conftest import conformance_dir
 
-CASES_DIR = shared_dir() / "conformance" / "ghaw"
+CASES_DIR = conformance_dir() / "ghaw"
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from pipeline import cmd_trace
-from tests.conftest import shared_dir
+from tests.conftest import conformance_dir
 
-CASES_DIR = shared_dir() / "conformance" / "trace-grader"
+CASES_DIR = conformance_dir() / "trace-grader"
 CASES = sorted(p for p in CASES_DIR.iterdir() if p.is_dir() and p.name.startswith("case-"))
 
 # case -> (reason, expected exit code, expected stdout JSON or None, stderr substring)

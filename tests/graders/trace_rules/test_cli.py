@@ -71,9 +71,9 @@ def test_copilot_source_and_directory_input(tmp_path, capsys):
 
 def test_packaged_fixture_matches_the_corpus_and_self_test_report(capsys):
     from graders.trace_rules.selftest import load_fixture
-    from tests.conftest import shared_dir
+    from tests.conftest import conformance_dir
 
-    corpus = shared_dir() / "conformance" / "trace-grader"
+    corpus = conformance_dir() / "trace-grader"
     assert load_fixture() == json.loads((corpus / "case-002-selftest-fixture" / "traces.json").read_text())
     human = json.loads((corpus / "case-043-human-output-fixture" / "expected.json").read_text())["stdout"]
     _, out, _ = run(capsys, "--self-test")
