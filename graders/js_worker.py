@@ -160,6 +160,9 @@ def serve(settings: dict[str, Any]) -> None:
             request = json.loads(_read(fd, None))
         except EOFError:
             return
+        if "compile" in request:  # a syntax check before any run (no data, nothing called)
+            _write(out, sandbox.compile_text(request["compile"]))
+            continue
         try:
             text = sandbox.evaluate_text(request["script"], request["payload"])
         except JsGraderError as exc:
