@@ -27,7 +27,15 @@ def beam_options(args: argparse.Namespace) -> PipelineOptions:
     from pipeline.beam_flags import parse_check
 
     parse_check(args.extra)
-    return pipeline_options(args, args.extra)
+    options = pipeline_options(args, args.extra)
+    if args.runner == "portable":
+        from apache_beam.options.pipeline_options import PortableOptions
+
+        # Without one, Beam would try to start a job server itself (a download, or Docker).
+        if not options.view_as(PortableOptions).job_endpoint:
+            raise UsageError("the portable runner needs --job_endpoint HOST:PORT (a Flink or Spark job service)",
+                             "--runner portable")
+    return options
 
 
 def new_pipeline(args: argparse.Namespace, options: PipelineOptions) -> beam.Pipeline:
@@ -45,7 +53,8 @@ def new_pipeline(args: argparse.Namespace, options: PipelineOptions) -> beam.Pip
         return beam.Pipeline(runner=runner, options=options)
     except ValueError as exc:  # "Pipeline has validations errors: …" (missing --project, …)
         text = str(exc).replace("Pipeline has validations errors:", "").strip()
-        raise UsageError(f"Beam options: {'; '.join(text.splitlines())}", f"--runner {args.runner}") from exc
+        errors = "; ".join(line.strip().rstrip(".") for line in text.splitlines() if line.strip())
+        raise UsageError(f"Beam options: {errors}", f"--runner {args.runner}") from exc
 
 
 def run_pipeline(args: argparse.Namespace, options: PipelineOptions, p: beam.Pipeline,

@@ -114,6 +114,12 @@ MISTAKES: list[tuple[str, Args, int, str]] = [
      r"--output is inside --input"),
     ("output-is-input", lambda p: ["run", "--input", str(p["fleet"]), "--output", str(p["fleet"]) + "/"], 2,
      r"--output is inside --input"),
+    ("portable-without-job-endpoint", _run("--runner", "PortableRunner"), 2,
+     r"the portable runner needs --job_endpoint HOST:PORT .*\(--runner portable\)$"),
+    # "b" is no valid bucket name: Beam says so without looking for credentials on the network.
+    ("dataflow-without-project", lambda p: ["run", "--input", "gs://b/fleet", "--output", "gs://b/graded",
+                                            "--runner", "dataflow", "--temp_location", "gs://b/tmp"], 2,
+     r"Beam options: (.*; )?Missing required option: project; .*\(--runner dataflow\)$"),
     ("dataflow-local-paths", _run("--runner", "DataflowRunner"), 2,
      r"the dataflow runner's workers read and write gs:// only; --input is local"),
     ("bigquery-ddl-local", lambda p: ["bigquery-ddl", str(p["tables"]), "--dataset", "ds"], 2,
