@@ -298,11 +298,13 @@ class JsSandbox:
             else:
                 text = self.compile_text(script)
         parsed = parse_json(text)
-        error = parsed.get("error") if isinstance(parsed, dict) else None
-        return error if isinstance(error, str) else None
+        if not isinstance(parsed, dict) or parsed.get("syntax") is not True:
+            return None  # compiled, or the check itself could not run: each evaluation reports that
+        error = parsed.get("error")
+        return error if isinstance(error, str) else "SyntaxError"
 
     def compile_text(self, script: str) -> str:
-        """Compile here, in a fresh isolate: ``{"ok": true}`` or ``{"ok": false, "error": …}``.
+        """Compile here, in a fresh isolate: ``{"ok": true}`` or ``{"ok": false, "syntax": true, "error": …}``.
 
         The wrapper is the one ``_run`` calls, only defined, so the body is parsed (V8 reports
         every early error) and never run; only a parse failure is reported.
@@ -317,7 +319,7 @@ class JsSandbox:
             mr.eval(f'(function ({PARAMS}) {{"use strict";\n{script}\n}}); 0',
                     timeout_sec=BOOTSTRAP_TIMEOUT_MS / 1000)
         except JSParseException as exc:
-            return json.dumps({"ok": False, "error": _syntax_error(exc, script)})
+            return json.dumps({"ok": False, "syntax": True, "error": _syntax_error(exc, script)})
         except Exception:  # not a syntax error: the evaluation reports whatever it is, per run
             pass
         finally:

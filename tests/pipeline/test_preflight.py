@@ -120,3 +120,43 @@ def test_gcs_output_probe_is_deleted(monkeypatch):
     monkeypatch.setattr(preflight, "_gcs_io", lambda options: fake)
     assert preflight.check_output("gs://b/graded/") == "output gs://b/graded/ writable"
     assert len(fake.deleted) == 1 and fake.deleted[0].startswith("gs://b/graded/.fleetgrade-write-test-")
+
+
+@pytest.fixture(scope="module")
+def js() -> Any:
+    from graders.js_sandbox import JsSandbox
+
+    sandbox = JsSandbox()  # the helper process, as the pipeline's evaluations use
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.mark.parametrize(("script", "error"), [
+    ("return { value: trace.toolCalls.length }", None),
+    ("const a = 1;\nreturn { value: a +; }", "SyntaxError: Unexpected token ';' (line 2)"),
+    ("let x;\nlet x = 2;\nreturn x", "SyntaxError: Identifier 'x' has already been declared (line 2)"),
+    ("with (trace) { return 1 }", "SyntaxError: Strict mode code may not include a with statement (line 1)"),
+    ("return {", "SyntaxError: Unexpected token ')' (at the end)"),
+    ("while (true) {}", None),  # compiled, never called: no time limit is reached
+])
+def test_syntax_error_compiles_and_never_calls(js, script, error):
+    assert js.syntax_error(script) == error
+
+
+def test_a_script_that_closes_its_wrapper_is_not_a_compile_error(js):
+    """Code after a premature `})` is the evaluation's business (a runtime error per run), not a syntax one."""
+    assert js.syntax_error("}); throw new Error('top level'); (function () {") is None
+
+
+def test_compile_inline_graders_names_file_grader_and_line(tmp_path):
+    from pipeline.plans import load_plans
+
+    cfg = tmp_path / "g.yaml"
+    cfg.write_text("graders:\n  ok-metric:\n    script: 'return { value: 1 }'\n"
+                   "  bad-metric:\n    script: |\n      const n = 1;\n      return n n;\n")
+    with pytest.raises(UsageError) as exc:
+        preflight.compile_inline_graders(load_plans(str(cfg), None), str(cfg), None)
+    assert exc.value.what == "inline grader 'bad-metric' does not compile: SyntaxError: Unexpected identifier 'n'"
+    assert exc.value.where == f"{cfg}: graders.bad-metric.script, line 2"
+    cfg.write_text("graders:\n  ok-metric:\n    script: 'return { value: 1 }'\n")
+    assert preflight.compile_inline_graders(load_plans(str(cfg), None), str(cfg), None) == 1
