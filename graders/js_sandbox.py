@@ -151,6 +151,21 @@ def _js_error_message(exc: BaseException) -> str:
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
+_PARSE_LINE: Final = re.compile(r"^<anonymous>:(\d+): ")
+
+
+def _syntax_error(exc: BaseException, script: str) -> str:
+    """``SyntaxError: <message> (line N of the script)`` from mini-racer's parse error text."""
+    text = str(exc)
+    found = re.search(r"^(?:<anonymous>:\d+: )?(SyntaxError: .*)$", text, re.M)
+    message = found.group(1).strip() if found else _js_error_message(exc)
+    line = _PARSE_LINE.match(text)
+    if line is None:
+        return message
+    n = int(line.group(1)) - 1  # the wrapper adds one line before the script
+    return f"{message} (line {n})" if 1 <= n <= script.count("\n") + 1 else f"{message} (at the end)"
+
+
 class JsSandbox:
     """The inline-grader executor ``(entry, trace, ctx) -> raw``; one per worker process."""
 
@@ -263,6 +278,53 @@ class JsSandbox:
             else:
                 text = self.evaluate_text(script, payload)
         return self._decode(text)
+
+    def syntax_error(self, script: str) -> str | None:
+        """V8's SyntaxError for ``script`` compiled as a grader function (never called), or None.
+
+        Checked once per configuration before any run, in the same sandbox as the evaluations.
+        """
+        self.setup()
+        if self._unavailable is not None:
+            raise JsGraderError(f"inline JavaScript sandbox unavailable: {self._unavailable}")
+        with self._lock:
+            if self._client is not None:
+                from graders.js_worker import WorkerDied
+
+                try:
+                    text = self._client.run({"compile": script})
+                except WorkerDied as exc:
+                    raise JsGraderError(str(exc)) from exc
+            else:
+                text = self.compile_text(script)
+        parsed = parse_json(text)
+        if not isinstance(parsed, dict) or parsed.get("syntax") is not True:
+            return None  # compiled, or the check itself could not run: each evaluation reports that
+        error = parsed.get("error")
+        return error if isinstance(error, str) else "SyntaxError"
+
+    def compile_text(self, script: str) -> str:
+        """Compile here, in a fresh isolate: ``{"ok": true}`` or ``{"ok": false, "syntax": true, "error": …}``.
+
+        The wrapper is the one ``_run`` calls, only defined, so the body is parsed (V8 reports
+        every early error) and never run; only a parse failure is reported.
+        """
+        from py_mini_racer import JSParseException
+
+        try:
+            mr = self._new_isolate()
+        except Exception as exc:
+            raise JsGraderError(f"cannot start a V8 isolate: {_js_error_message(exc)}") from exc
+        try:
+            mr.eval(f'(function ({PARAMS}) {{"use strict";\n{script}\n}}); 0',
+                    timeout_sec=BOOTSTRAP_TIMEOUT_MS / 1000)
+        except JSParseException as exc:
+            return json.dumps({"ok": False, "syntax": True, "error": _syntax_error(exc, script)})
+        except Exception:  # not a syntax error: the evaluation reports whatever it is, per run
+            pass
+        finally:
+            mr.close()
+        return json.dumps({"ok": True})
 
     def evaluate_text(self, script: str, payload: str) -> str:
         """One evaluation here, in a fresh isolate: gh-aw's worker output text ``{ok, value|error}``."""

@@ -160,8 +160,9 @@ def serve(settings: dict[str, Any]) -> None:
             request = json.loads(_read(fd, None))
         except EOFError:
             return
-        try:
-            text = sandbox.evaluate_text(request["script"], request["payload"])
+        try:  # "compile": a syntax check before any run (no data, nothing called)
+            text = (sandbox.compile_text(request["compile"]) if "compile" in request
+                    else sandbox.evaluate_text(request["script"], request["payload"]))
         except JsGraderError as exc:
             text = json.dumps({"ok": False, "error": exc.js_message})
         _write(out, text)

@@ -6,7 +6,7 @@ import argparse
 import re
 import sys
 
-from pipeline.bigquery import UnmappedTypeError, all_ddl
+from pipeline.errors import UsageError
 
 # BigQuery dataset ids, optionally project-qualified; anything else would break the quoted identifier.
 _DATASET = re.compile(r"^(?:[A-Za-z0-9_.:-]+\.)?[A-Za-z0-9_]+$")
@@ -20,19 +20,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("prefix", metavar="OUTPUT_GCS_PREFIX", help="the --output of `fleetgrade run`, e.g. gs://b/graded")
     p.add_argument("--dataset", required=True, help="BigQuery dataset, e.g. analytics or my-project.analytics")
+    p.add_argument("--local-uris", action="store_true",
+                   help="accept a prefix that is not gs:// (the DDL then names URIs BigQuery cannot read)")
     p.set_defaults(func=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
+    from pipeline.bigquery import UnmappedTypeError, all_ddl
+
     if not _DATASET.match(args.dataset):
-        print(f"fleetgrade bigquery-ddl: invalid dataset name {args.dataset!r}", file=sys.stderr)
-        return 2
+        raise UsageError(f"invalid dataset name {args.dataset!r}")
     if "'" in args.prefix or "\\" in args.prefix:
-        print(f"fleetgrade bigquery-ddl: invalid prefix {args.prefix!r}", file=sys.stderr)
-        return 2
+        raise UsageError(f"invalid prefix {args.prefix!r}")
+    if not args.prefix.startswith("gs://") and not args.local_uris:
+        raise UsageError("BigQuery reads external tables from gs:// only; give the gs:// --output of "
+                         "`fleetgrade run` (or --local-uris to print the DDL anyway)", args.prefix)
     try:
         sys.stdout.write(all_ddl(args.prefix, args.dataset))
     except UnmappedTypeError as exc:
-        print(f"fleetgrade bigquery-ddl: {exc}", file=sys.stderr)
-        return 1
+        raise UsageError(str(exc), exit_code=1) from exc
     return 0

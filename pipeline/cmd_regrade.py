@@ -13,19 +13,10 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import NoReturn
 
-import orjson
-
-from graders.opvalue.errors import OperationalValueError
-from graders.opvalue.output import parse_timestamp
-from graders.opvalue.regrade import regrade
-from graders.opvalue.replay import has_archived_evaluator, observation_json, regrade_input
-from graders.opvalue.sandbox import SandboxOptions
-from graders.prepare import prepare_run
-from graders.runfiles import local_run_files
-from pipeline import regrade_graph
-from pipeline.launch import configure_logging, counter, run_pipeline
-from pipeline.options import add_runner_arguments
+from pipeline.errors import UsageError
+from pipeline.options import add_allow_empty_argument, add_runner_arguments
 
 LOG = logging.getLogger("fleetgrade")
 
@@ -43,16 +34,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--input", help="fleet folder or gs:// prefix holding run folders")
     p.add_argument("--output", help="output folder or gs:// prefix (the observations table is added there)")
     p.add_argument("--json", action="store_true", help="with RUN_DIR: print the observation as JSON")
+    add_allow_empty_argument(p)
     add_runner_arguments(p)
-    p.set_defaults(func=handle, accepts_extra=True)
+    p.set_defaults(func=handle)
 
 
-def _fail(message: str, code: int = 1) -> int:
-    print(f"fleetgrade regrade: {message}", file=sys.stderr)
-    return code
+def _fail(message: str, code: int = 1) -> NoReturn:
+    raise UsageError(message, exit_code=code)
 
 
 def handle(args: argparse.Namespace) -> int:
+    from graders.opvalue.errors import OperationalValueError
+    from graders.opvalue.output import parse_timestamp
+
     try:
         parse_timestamp(args.evidence_at, "--evidence-at")
     except OperationalValueError as exc:
@@ -69,6 +63,15 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def regrade_one(root: Path, evidence_at: str, as_json: bool, allow_unsandboxed: bool) -> int:
+    import orjson
+
+    from graders.opvalue.errors import OperationalValueError
+    from graders.opvalue.regrade import regrade
+    from graders.opvalue.replay import has_archived_evaluator, observation_json, regrade_input
+    from graders.opvalue.sandbox import SandboxOptions
+    from graders.prepare import prepare_run
+    from graders.runfiles import local_run_files
+
     if not root.is_dir():
         return _fail(f"{root}: not a directory")
     files = local_run_files(root)
@@ -92,10 +95,35 @@ def regrade_one(root: Path, evidence_at: str, as_json: bool, allow_unsandboxed: 
 
 
 def regrade_fleet(args: argparse.Namespace) -> int:
+    from pipeline import preflight, regrade_graph
+    from pipeline.launch import (
+        beam_options,
+        configure_logging,
+        counter,
+        dry_run_line,
+        new_pipeline,
+        run_pipeline,
+    )
+
     configure_logging(args.log_level)
+    preflight.check_placement(args.input, args.output, args.runner)
+    validated = ["flags", f"runner {args.runner}"]
+    if not preflight.is_gcs(args.output):
+        validated.append(preflight.check_output(args.output))
+    if not preflight.is_gcs(args.input):
+        validated.append(preflight.check_input(args.input, args.allow_empty))
+    options = beam_options(args)
+    p = new_pipeline(args, options)
+    if preflight.is_gcs(args.output):
+        validated.append(preflight.check_output(args.output, options))
+    if preflight.is_gcs(args.input):
+        validated.append(preflight.check_input(args.input, args.allow_empty, options))
     started = time.monotonic()
-    result = run_pipeline(args, lambda p: regrade_graph.build(
+    result = run_pipeline(args, options, p, lambda p: regrade_graph.build(
         p, args.input, args.output, args.evidence_at, uuid.uuid4().hex, args.allow_unsandboxed))
+    if result is None:
+        print(f"fleetgrade regrade: {dry_run_line(args, validated)}")
+        return 0
     unprepared = counter(result, "runs_dead_lettered")
     regraded, skipped = counter(result, "runs_regraded"), counter(result, "runs_regrade_skipped")
     failed = counter(result, "runs_regrade_failed") + unprepared

@@ -5,14 +5,9 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import sys
 from pathlib import Path
 
-import duckdb
-
-from pipeline.report.queries import collect
-from pipeline.report.render import render
-from pipeline.report.scope import Selection
+from pipeline.errors import UsageError
 
 
 def _date(text: str) -> dt.date:
@@ -38,24 +33,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def handle(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from pipeline.report.queries import collect
+    from pipeline.report.render import render
+    from pipeline.report.scope import Selection
+
     if args.output.startswith("gs://"):
-        print("fleetgrade report: reads a local output folder (copy the tables from gs:// first)", file=sys.stderr)
-        return 1
+        raise UsageError("reads a local output folder (copy the tables from gs:// first)", args.output, exit_code=1)
     if not Path(args.output).is_dir():
-        print(f"fleetgrade report: {args.output}: not a folder", file=sys.stderr)
-        return 1
+        raise UsageError("not a folder", args.output, exit_code=1)
     if args.since and args.until and args.since > args.until:
-        print(f"fleetgrade report: --since {args.since} is after --until {args.until}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--since {args.since} is after --until {args.until}")
     workflows = tuple(w for group in args.workflow for w in group)
     try:
         data = collect(args.output, Selection(args.since, args.until, workflows))
     except duckdb.Error as exc:
-        print(f"fleetgrade report: {args.output}: {exc}", file=sys.stderr)
-        return 1
+        raise UsageError(str(exc), args.output, exit_code=1) from exc
     if not data.tables:
-        print(f"fleetgrade report: {args.output}: no fleetgrade tables found", file=sys.stderr)
-        return 1
+        raise UsageError("no fleetgrade tables found", args.output, exit_code=1)
     page = render(data)
     target = Path(args.html) if args.html else Path(args.output) / "report.html"
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 import time
 import uuid
 
-from pipeline import graph
-from pipeline.launch import configure_logging, counter, run_pipeline
+from pipeline.errors import UsageError
 from pipeline.options import add_run_arguments
-from pipeline.plans import PlanLoadError, load_plans, load_trace_config
 
 LOG = logging.getLogger("fleetgrade")
 
@@ -20,25 +17,53 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "run",
         help="grade every run under --input and write Parquet tables under --output",
-        description="Grade a fleet with Apache Beam. Unknown --flags are passed to Beam "
-        "(e.g. --project, --region, --temp_location for DataflowRunner).",
+        description="Grade a fleet with Apache Beam. Beam's own flags pass through to it "
+        "(e.g. --project, --region, --temp_location for the dataflow runner; --dry_run=True "
+        "checks everything and grades nothing); any other unknown flag is an error.",
     )
     add_run_arguments(p)
-    p.set_defaults(func=handle, accepts_extra=True)
+    p.set_defaults(func=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
+    # Everything that can be wrong with the command is checked before any run is read.
+    from pipeline import preflight
+    from pipeline.launch import beam_options, configure_logging, dry_run_line, new_pipeline, run_pipeline
+    from pipeline.plans import PlanLoadError, load_plans, load_trace_config
+
     configure_logging(args.log_level)
+    preflight.check_window(args.since, args.until)
+    preflight.check_placement(args.input, args.output, args.runner)
+    validated = ["flags", f"runner {args.runner}"]
+    # Local places first: they need no Beam, so these mistakes are reported at once.
+    if not preflight.is_gcs(args.output):
+        validated.append(preflight.check_output(args.output))
+    if not preflight.is_gcs(args.input):
+        validated.append(preflight.check_input(args.input, args.allow_empty))
     try:
         plans = load_plans(args.graders, args.graders_dir, args.archived_evaluators, args.allow_unsandboxed)
         trace_config = load_trace_config(args.trace_config)
     except PlanLoadError as exc:
-        print(f"fleetgrade run: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from exc
+    compiled = preflight.compile_inline_graders(plans, args.graders, args.graders_dir)
+    validated.append(f"graders ({compiled} inline script(s) compiled)")
+    options = beam_options(args)
+    p = new_pipeline(args, options)
+    if preflight.is_gcs(args.output):
+        validated.append(preflight.check_output(args.output, options))
+    if preflight.is_gcs(args.input):
+        validated.append(preflight.check_input(args.input, args.allow_empty, options))
+
+    from pipeline import graph
+    from pipeline.launch import counter
+
     started = time.monotonic()
-    result = run_pipeline(args, lambda p: graph.build(
+    result = run_pipeline(args, options, p, lambda p: graph.build(
         p, args.input, args.output, plans, uuid.uuid4().hex, trace_config, full=args.full, since=args.since,
-        until=args.until, resource_hints=args.runner.lower().startswith("dataflow")))
+        until=args.until, resource_hints=args.runner == "dataflow"))
+    if result is None:
+        print(f"fleetgrade run: {dry_run_line(args, validated)}")
+        return 0
     late = counter(result, "runs_prepared_out_of_window")
     window = counter(result, "runs_out_of_window") + late
     LOG.info(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-import duckdb
+from pipeline.errors import UsageError
 
-from pipeline.tables import connect, present_tables
+if TYPE_CHECKING:
+    import duckdb
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,15 +25,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def handle(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from pipeline.tables import connect, present_tables
+
     if not present_tables(args.output):
-        print(f"fleetgrade sql: {args.output}: no fleetgrade tables found", file=sys.stderr)
-        return 1
+        raise UsageError("no fleetgrade tables found", args.output, exit_code=1)
     con = connect(args.output)
     try:
         rel = con.sql(args.query)
     except duckdb.Error as exc:
-        print(f"fleetgrade sql: {exc}", file=sys.stderr)
-        return 1
+        raise UsageError(str(exc), exit_code=1) from exc
     if rel is None:
         return 0
     if args.format == "table":

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import apache_beam as beam
-from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.runners.runner import PipelineResult
+from pipeline.errors import UsageError
+from pipeline.options import is_dry_run, local_runner, pipeline_options
 
-from pipeline.options import local_runner, pipeline_options
-from transforms.heap import tune_heap
+if TYPE_CHECKING:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.runners.runner import PipelineResult
 
 
 def configure_logging(level: str) -> None:
@@ -20,21 +22,70 @@ def configure_logging(level: str) -> None:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 
-def run_pipeline(args: argparse.Namespace, build: Callable[[beam.Pipeline], object]) -> PipelineResult:
-    """Build with ``build(p)`` on the chosen runner (never Prism locally) and wait for the end."""
+def beam_options(args: argparse.Namespace) -> PipelineOptions:
+    """Beam's options from our flags and the pass-through ones; a bad value is a usage error."""
+    from pipeline.beam_flags import parse_check
+
+    parse_check(args.extra)
     options = pipeline_options(args, args.extra)
+    if args.runner == "portable":
+        from apache_beam.options.pipeline_options import PortableOptions
+
+        # Without one, Beam would try to start a job server itself (a download, or Docker).
+        if not options.view_as(PortableOptions).job_endpoint:
+            raise UsageError("the portable runner needs --job_endpoint HOST:PORT (a Flink or Spark job service)",
+                             "--runner portable")
+    return options
+
+
+def new_pipeline(args: argparse.Namespace, options: PipelineOptions) -> beam.Pipeline:
+    """The pipeline on the chosen runner (never Prism locally); Beam validates its options here."""
+    import apache_beam as beam
+
+    from transforms.heap import tune_heap
+
     runner = local_runner(args.runner)
     if runner is not None:  # the local runner holds the job's buffers in this process
         tune_heap()
-    p = beam.Pipeline(runner=runner, options=options) if runner is not None else beam.Pipeline(options=options)
+    try:
+        if runner is None:
+            return beam.Pipeline(options=options)
+        return beam.Pipeline(runner=runner, options=options)
+    except ValueError as exc:  # "Pipeline has validations errors: …" (missing --project, …)
+        text = str(exc).replace("Pipeline has validations errors:", "").strip()
+        errors = "; ".join(line.strip().rstrip(".") for line in text.splitlines() if line.strip())
+        raise UsageError(f"Beam options: {errors}", f"--runner {args.runner}") from exc
+
+
+def run_pipeline(args: argparse.Namespace, options: PipelineOptions, p: beam.Pipeline,
+                 build: Callable[[beam.Pipeline], object]) -> PipelineResult | None:
+    """Build with ``build(p)`` and wait for the end; None for a dry run, which runs nothing.
+
+    On a dry run the graph is built either way; Dataflow's runner then makes the job request
+    without submitting it, and the local runners (which ignore ``--dry_run``) are not started.
+    """
     build(p)
+    if is_dry_run(options):
+        if args.runner == "dataflow":  # Beam's Dataflow runner honours --dry_run itself
+            p.run().wait_until_finish()
+        else:  # the others would run the job: serialize the graph a runner would be handed
+            p.to_runner_api()
+        return None
     result = p.run()
     result.wait_until_finish()
     return result
 
 
+def dry_run_line(args: argparse.Namespace, validated: list[str]) -> str:
+    where = "the Dataflow job request was built, not submitted" if args.runner == "dataflow" else (
+        "the pipeline graph was built, not run")
+    return f"dry run, nothing was read from any run or written; validated {', '.join(validated)}; {where}"
+
+
 def counter(result: PipelineResult, name: str) -> int:
     """A ``fleetgrade`` Beam counter's total (0 on runners that report no metrics)."""
+    from apache_beam.metrics.metric import MetricsFilter
+
     try:
         metrics = result.metrics().query(MetricsFilter().with_name(name))
     except Exception:  # some runners do not report metrics

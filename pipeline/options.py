@@ -1,13 +1,40 @@
-"""Options of ``fleetgrade run`` and the local runner choice (no Prism download, ever)."""
+"""Options of ``fleetgrade run`` and the local runner choice (no Prism download, ever).
+
+Building the parsers needs no Beam (``--help`` stays fast); Beam is imported when a pipeline's
+options are made.
+"""
 
 from __future__ import annotations
 
 import argparse
 import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
-from apache_beam.runners.runner import PipelineRunner
+if TYPE_CHECKING:
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.runners.runner import PipelineRunner
+
+# fleetgrade's runners: name → the names Beam users also know them by (case-insensitive).
+RUNNERS: dict[str, tuple[str, ...]] = {
+    "direct": ("DirectRunner", "FnApiRunner"),
+    "direct-multiprocess": (),
+    "portable": ("PortableRunner",),
+    "dataflow": ("DataflowRunner",),
+}
+_RUNNER_ALIASES = {alias.lower(): name for name, aliases in RUNNERS.items() for alias in (name, *aliases)}
+LOCAL_RUNNERS = frozenset({"direct", "direct-multiprocess"})
+# The class name Beam resolves for a runner it builds itself.
+_BEAM_RUNNER = {"portable": "PortableRunner", "dataflow": "DataflowRunner"}
+
+
+def runner_name(text: str) -> str:
+    """``--runner``'s value as one of fleetgrade's runner names."""
+    name = _RUNNER_ALIASES.get(text.lower())
+    if name is None:
+        raise argparse.ArgumentTypeError(
+            f"unknown runner {text!r}; fleetgrade runs on {', '.join(RUNNERS)} "
+            f"(also spelled {', '.join(a for aliases in RUNNERS.values() for a in aliases)})")
+    return name
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +53,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="regrade every run, not only new or changed ones (incremental is the default)")
     parser.add_argument("--since", metavar="YYYY-MM-DD", type=_date, help="grade only runs dated on or after")
     parser.add_argument("--until", metavar="YYYY-MM-DD", type=_date, help="grade only runs dated on or before")
+    add_allow_empty_argument(parser)
     add_runner_arguments(parser)
+
+
+def add_allow_empty_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allow-empty", action="store_true",
+                        help="succeed when --input holds no run folder (otherwise that is an error)")
 
 
 def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +67,8 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runner",
         default="direct",
-        help="direct (in-process FnApiRunner), direct-multiprocess, portable, DataflowRunner, …",
+        type=runner_name,
+        help="direct (in-process), direct-multiprocess, portable (--job_endpoint …) or dataflow",
     )
     parser.add_argument("--direct-num-workers", type=int, default=0, help="workers for direct-multiprocess")
     parser.add_argument(
@@ -53,7 +87,7 @@ def _date(text: str) -> str:
 
 def local_runner(name: str) -> PipelineRunner | None:
     """The runner object for local names; None means "let Beam resolve ``--runner``"."""
-    if name in ("direct", "DirectRunner", "direct-multiprocess", "FnApiRunner"):
+    if runner_name(name) in LOCAL_RUNNERS:
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
         return FnApiRunner()
@@ -62,15 +96,25 @@ def local_runner(name: str) -> PipelineRunner | None:
 
 def pipeline_options(args: argparse.Namespace, extra: list[str]) -> PipelineOptions:
     """Beam options from our flags plus any pass-through Beam flags (``--project``, …)."""
+    from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+
     flags: list[str] = list(extra)
     opts: dict[str, Any] = {}
-    if args.runner == "direct-multiprocess":
+    runner = runner_name(args.runner)
+    if runner == "direct-multiprocess":
         opts.update(direct_running_mode="multi_processing", direct_num_workers=args.direct_num_workers or 2)
-    elif args.runner in ("direct", "DirectRunner", "FnApiRunner"):
+    elif runner == "direct":
         opts.update(direct_running_mode="in_memory")
     else:
-        flags.append(f"--runner={args.runner}")
+        flags.append(f"--runner={_BEAM_RUNNER[runner]}")
     options = PipelineOptions(flags, **opts)
     options.view_as(StandardOptions)
     options.view_as(DirectOptions)
     return options
+
+
+def is_dry_run(options: PipelineOptions) -> bool:
+    """Beam's ``--dry_run`` (TestOptions): any non-empty value counts, as Beam's runners read it."""
+    from apache_beam.options.pipeline_options import TestOptions
+
+    return bool(options.view_as(TestOptions).dry_run)

@@ -1,0 +1,219 @@
+"""Checks a pipeline command makes before it reads any run: each mistake is one UsageError.
+
+A nightly job must not grade a whole fleet and then fail on its output, nor succeed on an input
+that holds nothing; these checks run in seconds, before the pipeline starts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from pipeline.errors import UsageError
+
+if TYPE_CHECKING:
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from graders.plan import PlanSet
+
+
+def is_gcs(path: str) -> bool:
+    return path.startswith("gs://")
+
+
+def check_window(since: str | None, until: str | None) -> None:
+    if since is not None and until is not None and since > until:
+        raise UsageError(f"--since {since} is after --until {until}: the window holds no date")
+
+
+def check_placement(input_base: str, output: str, runner: str) -> None:
+    """Where input and output are, relative to each other and to the runner's workers."""
+    if runner == "dataflow":
+        for flag, path in (("--input", input_base), ("--output", output)):
+            if not is_gcs(path):
+                raise UsageError(f"the dataflow runner's workers read and write gs:// only; {flag} is local", path)
+    if _inside(output, input_base):
+        raise UsageError("--output is inside --input; its files would be read as input", output)
+
+
+def _inside(path: str, base: str) -> bool:
+    """``path`` is ``base`` or below it."""
+    if is_gcs(path) != is_gcs(base):
+        return False
+    if is_gcs(path):
+        p, b = PurePosixPath(path[5:].rstrip("/")), PurePosixPath(base[5:].rstrip("/"))
+        return p == b or b in p.parents
+    lp, lb = Path(path).resolve(), Path(base).resolve()
+    return lp == lb or lb in lp.parents
+
+
+# -- output ------------------------------------------------------------------------------------
+
+def check_output(output: str, options: PipelineOptions | None = None) -> str:
+    """The output can be written (a test object is written and deleted); what was checked."""
+    if is_gcs(output):
+        return _check_gcs_output(output, options)
+    path = Path(output)
+    if path.exists() and not path.is_dir():
+        raise UsageError("--output is a file, not a folder", output)
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UsageError(f"--output cannot be created: {probe} is a file", output)
+    try:
+        fd, name = tempfile.mkstemp(prefix=".fleetgrade-write-test-", dir=probe)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        raise UsageError(f"--output is not writable: {exc.strerror or exc}", str(probe)) from exc
+    return f"output {output} writable"
+
+
+def _gcs_io(options: PipelineOptions | None) -> Any:
+    from apache_beam.io.gcp.gcsio import GcsIO
+
+    from transforms.gcs import use_emulator_if_configured
+
+    use_emulator_if_configured()
+    return GcsIO(pipeline_options=options)
+
+
+def _bucket(path: str) -> str:
+    return path[5:].split("/", 1)[0]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _check_bucket(gcs: Any, path: str, flag: str) -> None:
+    bucket = _bucket(path)
+    if not bucket:
+        raise UsageError(f"{flag} names no bucket", path)
+    try:
+        found = gcs.get_bucket(bucket)
+    except Exception as exc:  # credentials, network, permissions: all stop the job here
+        raise UsageError(f"cannot look up the bucket of {flag}: {_first_line(exc)}", path) from exc
+    if found is None:
+        raise UsageError(f"the bucket of {flag} does not exist", f"gs://{bucket}")
+
+
+def _check_gcs_output(output: str, options: PipelineOptions | None) -> str:
+    gcs = _gcs_io(options)
+    _check_bucket(gcs, output, "--output")
+    probe = f"{output.rstrip('/')}/.fleetgrade-write-test-{uuid.uuid4().hex}"
+    try:
+        with gcs.open(probe, "wb") as fh:
+            fh.write(b"fleetgrade checks it can write here before grading\n")
+        gcs.delete(probe)
+    except Exception as exc:
+        raise UsageError(f"--output is not writable: {_first_line(exc)}", output) from exc
+    return f"output {output} writable"
+
+
+# -- input -------------------------------------------------------------------------------------
+
+def check_input(input_base: str, allow_empty: bool, options: PipelineOptions | None = None) -> str:
+    """The input exists and holds a run folder (unless ``allow_empty``); what was checked."""
+    if is_gcs(input_base):
+        _check_bucket(_gcs_io(options), input_base, "--input")
+    else:
+        path = Path(input_base)
+        if not path.exists():
+            raise UsageError("--input does not exist", input_base)
+        if not path.is_dir():
+            raise UsageError("--input is a file, not a fleet folder", input_base)
+    try:
+        found = _first_run(input_base.rstrip("/"))
+    except Exception as exc:  # a listing that fails is the input's problem, not a bug
+        raise UsageError(f"cannot list --input: {_first_line(exc)}", input_base) from exc
+    if found is None:
+        if allow_empty:
+            return f"input {input_base} (empty, allowed)"
+        raise UsageError("--input holds no run folder (<workflow>/run-<id>/…); "
+                         "pass --allow-empty if an empty fleet is expected", input_base)
+    return f"input {input_base} holds runs"
+
+
+def _first_run(base: str) -> str | None:
+    """The first run folder discovery would find under ``base``, listing no further."""
+    from graders.layout import run_root_of
+
+    for rel in _local_files(base, "") if not is_gcs(base) else _listed(base):
+        root = run_root_of(rel)
+        if root is not None:
+            return root
+    return None
+
+
+def _local_files(folder: str, rel: str) -> Iterator[str]:
+    """Files below ``folder`` as discovery walks them (symlinked folders are not entered),
+    without importing Beam, so a local input is checked before Beam starts."""
+    from graders.runfiles import DIR, sorted_entries, split_entry
+
+    for item in sorted_entries(folder):
+        name, kind = split_entry(item)
+        if kind == DIR:
+            yield from _local_files(os.path.join(folder, name), rel + name + "/")
+        else:
+            yield rel + name
+
+
+def _listed(base: str) -> Iterator[str]:
+    from transforms.discover import _entries
+
+    for rel, _, _ in _entries(base):
+        yield rel
+
+
+# -- graders -----------------------------------------------------------------------------------
+
+_LINE_SUFFIX = re.compile(r"^(.*?)(?: \((line \d+|at the end)\))?$", re.S)
+
+
+def compile_inline_graders(plans: PlanSet, graders: str | None, graders_dir: str | None) -> int:
+    """Compile every inline JavaScript grader once, with no run data, in the graders' sandbox.
+
+    A script that does not compile fails every run it grades; gh-aw's compiler refuses such a
+    workflow, so the command does too, naming the file and the grader. Returns the count compiled.
+    """
+    scripts = [(where, entry.id, entry.script)
+               for where, plan in _plans_by_file(plans, graders, graders_dir)
+               for entry in plan.enabled if entry.source == "inline" and entry.script]
+    if not scripts:
+        return 0
+    from graders.js_sandbox import JsGraderError, JsSandbox
+
+    sandbox = JsSandbox()
+    try:
+        for where, grader_id, script in scripts:
+            try:
+                error = sandbox.syntax_error(script)
+            except JsGraderError:
+                return 0  # no V8 here: every inline grader fails closed per run, as documented
+            if error is not None:
+                message, at = _LINE_SUFFIX.match(error).groups()  # type: ignore[union-attr]
+                place = f"{where}: graders.{grader_id}.script" + (f", {at}" if at else "")
+                raise UsageError(f"inline grader {grader_id!r} does not compile: {message}", place)
+    finally:
+        sandbox.close()
+    return len(scripts)
+
+
+def _plans_by_file(plans: PlanSet, graders: str | None, graders_dir: str | None) -> list[tuple[str, Any]]:
+    found: list[tuple[str, Any]] = []
+    if graders:
+        found.append((graders, plans.default))
+    if graders_dir:
+        files = {p.stem: p for p in sorted(Path(graders_dir).iterdir()) if p.is_file()}
+        for workflow, plan in plans.by_workflow:
+            where = files.get(workflow)
+            found.append((str(where) if where is not None else f"{graders_dir}/{workflow}", plan))
+    return found
