@@ -26,6 +26,7 @@ from graders.runfiles import local_run_files
 from pipeline import regrade_graph
 from pipeline.launch import configure_logging, counter, run_pipeline
 from pipeline.options import add_runner_arguments
+from transforms.output_lock import OutputError, output_lock
 
 LOG = logging.getLogger("fleetgrade")
 
@@ -94,8 +95,13 @@ def regrade_one(root: Path, evidence_at: str, as_json: bool, allow_unsandboxed: 
 def regrade_fleet(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     started = time.monotonic()
-    result = run_pipeline(args, lambda p: regrade_graph.build(
-        p, args.input, args.output, args.evidence_at, uuid.uuid4().hex, args.allow_unsandboxed))
+    job = uuid.uuid4().hex
+    try:  # one writer per output; this job's staging goes whatever happens (transforms/output_lock.py)
+        with output_lock(args.output, job, "regrade"):
+            result = run_pipeline(args, lambda p: regrade_graph.build(
+                p, args.input, args.output, args.evidence_at, job, args.allow_unsandboxed))
+    except OutputError as exc:
+        return _fail(str(exc), exc.exit_code)
     unprepared = counter(result, "runs_dead_lettered")
     regraded, skipped = counter(result, "runs_regraded"), counter(result, "runs_regrade_skipped")
     failed = counter(result, "runs_regrade_failed") + unprepared

@@ -12,6 +12,7 @@ from pipeline import graph
 from pipeline.launch import configure_logging, counter, run_pipeline
 from pipeline.options import add_run_arguments
 from pipeline.plans import PlanLoadError, load_plans, load_trace_config
+from transforms.output_lock import OutputError, output_lock
 
 LOG = logging.getLogger("fleetgrade")
 
@@ -36,9 +37,15 @@ def handle(args: argparse.Namespace) -> int:
         print(f"fleetgrade run: {exc}", file=sys.stderr)
         return 2
     started = time.monotonic()
-    result = run_pipeline(args, lambda p: graph.build(
-        p, args.input, args.output, plans, uuid.uuid4().hex, trace_config, full=args.full, since=args.since,
-        until=args.until, resource_hints=args.runner.lower().startswith("dataflow")))
+    job = uuid.uuid4().hex
+    try:  # one writer per output; this job's staging goes whatever happens (transforms/output_lock.py)
+        with output_lock(args.output, job, "run"):
+            result = run_pipeline(args, lambda p: graph.build(
+                p, args.input, args.output, plans, job, trace_config, full=args.full, since=args.since,
+                until=args.until, resource_hints=args.runner.lower().startswith("dataflow")))
+    except OutputError as exc:
+        print(f"fleetgrade run: {exc}", file=sys.stderr)
+        return exc.exit_code
     late = counter(result, "runs_prepared_out_of_window")
     window = counter(result, "runs_out_of_window") + late
     LOG.info(

@@ -37,7 +37,7 @@ def test_commit_moves_staged_files_drops_older_writers_files_and_lists_each_tabl
         committed = commit(None, actions, str(out), str(staging), ["runs", "grader_results"])
 
     assert sorted(committed) == sorted(rel for _, rel in actions)
-    assert sorted(listed) == sorted([str(out / "grader_results"), str(out / "runs"), str(out / STAGING)])
+    assert sorted(listed) == sorted([str(out / "grader_results"), str(out / "runs"), str(staging)])
     assert _files(out) == {*writes, untouched}
     for rel in writes:
         assert (out / rel).read_bytes() == b"new " + rel.encode()
