@@ -207,7 +207,7 @@ class LocalStore:
         try:
             with open(self._path(rel), "rb") as fh:
                 return fh.read()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
 
     def read(self, rel: str) -> tuple[bytes, Version] | None:
@@ -569,10 +569,11 @@ def output_lock(output: str, job: str, command: str) -> Iterator[OutputLock]:
                              f"removed and the previous output stays readable ({lock.output})") from exc
         raise
     finally:
-        try:
-            lock.drop_staging()
-        finally:
-            lock.release()
+        for what, step in (("remove this job's staging", lock.drop_staging), ("release the lock", lock.release)):
+            try:
+                step()
+            except Exception as exc:  # the lock then lapses at its expiry; the next run removes the staging
+                LOG.warning("could not %s of %s: %s", what, lock.output, exc)
 
 
 def check_holder(output: str, job: str, clock: Clock = time.time) -> None:
