@@ -218,17 +218,21 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
     if job is not None:
         check_holder(output, job)
     fault = _Fault()
-    ordered = sorted(actions, key=lambda a: (a[1].startswith("_state"), a[1], a[0]))
+    ordered = []
+    # Every staged file is checked before the first one moves: staging removed under a job
+    # (its lock lost) fails the commit whole, not after some partitions.
+    for action, rel in sorted(actions, key=lambda a: (a[1].startswith("_state"), a[1], a[0])):
+        if action == "write" and not FileSystems.exists(join(staging, rel)):
+            if FileSystems.exists(join(output, rel)):  # already committed by an earlier attempt
+                continue
+            raise FileNotFoundError(f"staged partition file missing: {join(staging, rel)}")
+        ordered.append((action, rel))
     folders, others = _partition_listing(output, (rel.split("/", 1)[0] for action, rel in ordered if action == "write"))
     committed = []
     for action, rel in ordered:
         dst = join(output, rel)
         if action == "write":
             src = join(staging, rel)
-            if not FileSystems.exists(src):
-                if FileSystems.exists(dst):  # already committed by an earlier attempt
-                    continue
-                raise FileNotFoundError(f"staged partition file missing: {src}")
             folder = _parent(dst)
             if folder not in folders:  # a new partition
                 _ensure_dir(folder)
