@@ -504,7 +504,7 @@ class OutputLock:
 class _Heartbeat:
     def __init__(self, lock: OutputLock) -> None:
         self.lock = lock
-        self.interval = max(1.0, min(60.0, lock.ttl / 5))
+        self.interval = max(0.5, min(60.0, lock.ttl / 5))
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._beat, name="fleetgrade-lock-heartbeat", daemon=True)
 

@@ -203,8 +203,11 @@ def _drop_staging(output: str, staging: str) -> None:
     """This job's staging only: another job's may be in use (it removes its own)."""
     delete_tree(staging)
     root = join(output, STAGING)
-    if "://" not in root and os.path.isdir(root) and not os.listdir(root):
-        os.rmdir(root)
+    if "://" not in root:
+        try:
+            os.rmdir(root)  # only once no job stages here
+        except OSError:
+            pass
 
 
 def commit(_: Any, actions: list[Action], output: str, staging: str, tables: list[str],
