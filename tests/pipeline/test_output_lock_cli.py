@@ -4,7 +4,8 @@
 - a lock whose owner is dead or expired is taken over;
 - the staging of a dead job is removed by the next run, a live job's is kept;
 - two runs started together: never a crash, the output ends as one clean run;
-- a full disk (ENOSPC) leaves the previous output, no staging and no lock, and the next run works.
+- a full disk (ENOSPC) leaves the previous output, no staging and no lock, and the next run works;
+- a job whose lock was taken over before its commit commits nothing.
 """
 
 from __future__ import annotations
@@ -207,3 +208,26 @@ def test_a_really_full_disk_through_the_executable(fleet, graded, tiny_disk):
     proc = fleetgrade(*run_args(fleet, out))
     assert proc.returncode == 0, proc.stderr
     assert contents(out) == contents(graded)
+
+
+def test_a_job_whose_lock_was_taken_over_commits_nothing(fleet, out, capsys, monkeypatch):
+    """Its heartbeat stalled past the expiry and another job took the lock: the commit refuses."""
+    before = snapshot(out)
+    encode = sink.encode_table
+
+    intruder = Owner.current("intruder", "run", time.time(), 3600).encode()
+
+    def taken_over(*args: object) -> bytes:  # while the job writes its partitions
+        (out / LOCK_NAME).write_bytes(intruder)
+        return encode(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sink, "encode_table", taken_over)
+    assert main([*run_args(fleet, out, "--full"), "--log-level", "ERROR"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(r"fleetgrade run: this job's lock on the output was taken over by run job intruder "
+                        rf"\(pid {os.getpid()} on \S+\) before its commit; nothing was committed "
+                        rf"\({re.escape(str(out))}/{LOCK_NAME}\)", err[-1]), err
+    intruders = Owner.decode((out / LOCK_NAME).read_bytes())
+    assert intruders.job == "intruder", "the other job's lock is left alone"
+    (out / LOCK_NAME).unlink()
+    assert snapshot(out) == before, "nothing committed, this job's staging removed"
