@@ -11,7 +11,6 @@ import argparse
 import logging
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import NoReturn
 
@@ -102,7 +101,7 @@ def regrade_fleet(args: argparse.Namespace) -> int:
         counter,
         dry_run_line,
         new_pipeline,
-        run_pipeline,
+        run_locked,
     )
 
     configure_logging(args.log_level)
@@ -119,8 +118,8 @@ def regrade_fleet(args: argparse.Namespace) -> int:
     if preflight.is_gcs(args.input):
         validated.append(preflight.check_input(args.input, args.allow_empty, options))
     started = time.monotonic()
-    result = run_pipeline(args, options, p, lambda p: regrade_graph.build(
-        p, args.input, args.output, args.evidence_at, uuid.uuid4().hex, args.allow_unsandboxed))
+    result = run_locked(args, options, p, "regrade", lambda p, job: regrade_graph.build(
+        p, args.input, args.output, args.evidence_at, job, args.allow_unsandboxed))
     if result is None:
         print(f"fleetgrade regrade: {dry_run_line(args, validated)}")
         return 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-import uuid
 
 from pipeline.errors import UsageError
 from pipeline.options import add_run_arguments
@@ -28,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def handle(args: argparse.Namespace) -> int:
     # Everything that can be wrong with the command is checked before any run is read.
     from pipeline import preflight
-    from pipeline.launch import beam_options, configure_logging, dry_run_line, new_pipeline, run_pipeline
+    from pipeline.launch import beam_options, configure_logging, dry_run_line, new_pipeline, run_locked
     from pipeline.plans import PlanLoadError, load_plans, load_trace_config
 
     configure_logging(args.log_level)
@@ -58,8 +57,8 @@ def handle(args: argparse.Namespace) -> int:
     from pipeline.launch import counter
 
     started = time.monotonic()
-    result = run_pipeline(args, options, p, lambda p: graph.build(
-        p, args.input, args.output, plans, uuid.uuid4().hex, trace_config, full=args.full, since=args.since,
+    result = run_locked(args, options, p, "run", lambda p, job: graph.build(
+        p, args.input, args.output, plans, job, trace_config, full=args.full, since=args.since,
         until=args.until, resource_hints=args.runner == "dataflow"))
     if result is None:
         print(f"fleetgrade run: {dry_run_line(args, validated)}")

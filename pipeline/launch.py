@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -74,6 +75,22 @@ def run_pipeline(args: argparse.Namespace, options: PipelineOptions, p: beam.Pip
     result = p.run()
     result.wait_until_finish()
     return result
+
+
+def run_locked(args: argparse.Namespace, options: PipelineOptions, p: beam.Pipeline, command: str,
+               build: Callable[[beam.Pipeline, str], object]) -> PipelineResult | None:
+    """:func:`run_pipeline` as one job (``build(p, job_id)``) holding the output's one-writer lock
+    (transforms/output_lock.py); a dry run writes nothing, so it takes no lock."""
+    job = uuid.uuid4().hex
+    if is_dry_run(options):
+        return run_pipeline(args, options, p, lambda q: build(q, job))
+    from transforms.output_lock import OutputError, output_lock
+
+    try:
+        with output_lock(args.output, job, command):
+            return run_pipeline(args, options, p, lambda q: build(q, job))
+    except OutputError as exc:
+        raise UsageError(str(exc), exit_code=exc.exit_code) from exc
 
 
 def dry_run_line(args: argparse.Namespace, validated: list[str]) -> str:

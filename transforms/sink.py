@@ -5,16 +5,17 @@ produced (``transforms/staging.py``); only chunk references are grouped per part
 touched partition is rewritten as ONE file: the rows already in it that survive (see
 ``schemas.tables.IDENTITY``: an old row goes when a new row or a dropped run has its identity)
 plus the new rows, sorted. The file is written to
-``<output>/_staging/<job>/…``; after every partition is written, a single commit step moves each
-file over ``<table>/workflow=<w>/date=<d>/part-00000.parquet`` (an atomic replace of one object on
-local disks and on GCS), deletes partitions left empty, and removes the staging folder.
+``<output>/_staging/<job>/…``; after every partition is written, a single commit step checks that
+the job still holds the output's lock (``transforms/output_lock.py``), moves each file over
+``<table>/workflow=<w>/date=<d>/part-00000.parquet`` (an atomic replace of one object on local
+disks and on GCS), deletes partitions left empty, and removes the job's own staging folder.
 
 - A reader sees the previous or the new partition, never a mix inside one partition.
 - A partition whose new bytes equal the old ones is not touched at all, so an unchanged rerun
   changes no file, not even its modification time.
 - A job killed at any point leaves complete partitions only; the state file (written by the
   same commit, last) still describes the previous run, so the next run redoes the work and
-  deletes the orphaned staging folder.
+  deletes the orphaned staging folder (its owner is gone; another live job's is kept).
 
 (Beam's ``fileio.WriteToFiles`` left temporary files behind with such destinations; see
 environment-notes.md.)
@@ -35,10 +36,10 @@ from graders.parquet import decode_table, encode_table, partition_path
 from schemas.tables import IDENTITY, REPLACE_TABLE
 from transforms.beamfiles import join
 from transforms.heap import tune_heap
+from transforms.output_lock import STAGING, check_holder
 from transforms.staging import PartitionKey, StageRows, read_chunks
 
 PART_NAME = "part-00000.parquet"
-STAGING = "_staging"
 LOG = logging.getLogger("fleetgrade")
 # Crash-safety tests kill the process after N commit operations (never set in production).
 FAULT_ENV = "FLEETGRADE_FAULT_KILL_AFTER_COMMITS"
@@ -198,24 +199,43 @@ def _table_files(output: str, table: str) -> list[str]:
     return [m.path for r in FileSystems.match(table_globs(output, table, "*")) for m in r.metadata_list]
 
 
-def commit(_: Any, actions: list[Action], output: str, staging: str, tables: list[str]) -> list[str]:
-    """Move staged partition files into place, delete emptied partitions, drop staging.
+def _drop_staging(output: str, staging: str) -> None:
+    """This job's staging only: another job's may be in use (it removes its own)."""
+    delete_tree(staging)
+    root = join(output, STAGING)
+    if "://" not in root:
+        try:
+            os.rmdir(root)  # only once no job stages here
+        except OSError:
+            pass
+
+
+def commit(_: Any, actions: list[Action], output: str, staging: str, tables: list[str],
+           job: str | None = None) -> list[str]:
+    """Move staged partition files into place, delete emptied partitions, drop this job's staging.
 
     Idempotent, so a retried bundle is harmless. Files under ``_state/`` commit last: a run
-    whose commit was cut short is redone by the next run.
+    whose commit was cut short is redone by the next run. With ``job``, nothing moves unless
+    that job may write the output (it holds the lock, or no live job does).
     """
+    if job is not None:
+        check_holder(output, job)
     fault = _Fault()
-    ordered = sorted(actions, key=lambda a: (a[1].startswith("_state"), a[1], a[0]))
+    ordered = []
+    # Every staged file is checked before the first one moves: staging removed under a job
+    # (its lock lost) fails the commit whole, not after some partitions.
+    for action, rel in sorted(actions, key=lambda a: (a[1].startswith("_state"), a[1], a[0])):
+        if action == "write" and not FileSystems.exists(join(staging, rel)):
+            if FileSystems.exists(join(output, rel)):  # already committed by an earlier attempt
+                continue
+            raise FileNotFoundError(f"staged partition file missing: {join(staging, rel)}")
+        ordered.append((action, rel))
     folders, others = _partition_listing(output, (rel.split("/", 1)[0] for action, rel in ordered if action == "write"))
     committed = []
     for action, rel in ordered:
         dst = join(output, rel)
         if action == "write":
             src = join(staging, rel)
-            if not FileSystems.exists(src):
-                if FileSystems.exists(dst):  # already committed by an earlier attempt
-                    continue
-                raise FileNotFoundError(f"staged partition file missing: {src}")
             folder = _parent(dst)
             if folder not in folders:  # a new partition
                 _ensure_dir(folder)
@@ -237,8 +257,7 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
             if path not in produced:
                 FileSystems.delete([path])
                 _remove_empty_dirs(_parent(path), output)
-    # One writer per output folder: staging left by an earlier killed job is an orphan now.
-    delete_tree(join(output, STAGING))
+    _drop_staging(output, staging)
     LOG.info("committed %d partition file(s) under %s", len(committed), output)
     return committed
 
@@ -251,6 +270,7 @@ class WritePartitionedParquet(beam.PTransform):
         one partition (a table staged as parts of rows, such as ``runs``)."""
         super().__init__()
         self.output = output.rstrip("/")
+        self.token = token
         self.staging = join(self.output, f"{STAGING}/{token}")
         self.assemble = dict(assemble or {})
 
@@ -282,6 +302,6 @@ class WritePartitionedParquet(beam.PTransform):
             actions.pipeline
             | "CommitTrigger" >> beam.Create([None])
             | "Commit" >> beam.FlatMap(
-                commit, beam.pvalue.AsList(actions), output=self.output, staging=self.staging, tables=names
-            )
+                commit, beam.pvalue.AsList(actions), output=self.output, staging=self.staging, tables=names,
+                job=self.token)
         )

@@ -173,7 +173,7 @@ def _cli(fleet: Path, out: Path, env: dict[str, str] | None = None, *flags: str)
 
 def assert_readable(out: Path) -> None:
     for p in out.rglob("*"):
-        if p.is_file() and "_staging" not in p.parts:
+        if p.is_file() and "_staging" not in p.parts and p.name != "_lock.json":  # a killed job's lock stays
             assert p.name == "part-00000.parquet", p
             pq.read_table(p)  # complete, valid Parquet
 
@@ -189,11 +189,13 @@ def test_killed_during_commit_heals_on_next_run(fleet, tmp_path, caplog, kill_af
     proc.communicate(timeout=300)
     assert proc.returncode == -signal.SIGKILL
     assert_readable(out)
-    changed = {k for k, v in contents(out).items() if before.get(k) != v and "_staging" not in k}
+    changed = {k for k, v in contents(out).items()
+               if before.get(k) != v and "_staging" not in k and k != "_lock.json"}
     assert len(changed) == kill_after, "partitions commit one at a time, each complete"
     assert state_files(contents(out)) == state_files(before)
-    run(fleet, out, caplog, "--graders-dir", str(GRADERS_DIR))
+    run(fleet, out, caplog, "--graders-dir", str(GRADERS_DIR))  # takes the dead job's lock over
     assert not (out / "_staging").exists()
+    assert not (out / "_lock.json").exists()
     fresh = tmp_path / "fresh"
     run(fleet, fresh, caplog, "--graders-dir", str(GRADERS_DIR))
     assert contents(out) == contents(fresh)
@@ -207,12 +209,13 @@ def test_killed_while_grading_leaves_previous_output(fleet, tmp_path, caplog):
         (run_dir / "evals.jsonl").write_text('{"id": "q", "answer": "no"}\n')
     proc = _cli(fleet, out)
     deadline = time.monotonic() + 120
-    while proc.poll() is None and not (out / "_staging").exists() and time.monotonic() < deadline:
+    # Staged rows, not only the owner record the job writes before its pipeline starts.
+    while proc.poll() is None and not list(out.glob("_staging/*/_shards")) and time.monotonic() < deadline:
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
     # Either nothing was committed yet (previous output intact) or the commit had finished.
-    now = {k: v for k, v in contents(out).items() if "_staging" not in k}
+    now = {k: v for k, v in contents(out).items() if "_staging" not in k and k != "_lock.json"}
     assert_readable(out)
     assert set(now) == set(before)
     run(fleet, out, caplog)
@@ -220,3 +223,4 @@ def test_killed_while_grading_leaves_previous_output(fleet, tmp_path, caplog):
     run(fleet, fresh, caplog)
     assert contents(out) == contents(fresh)
     assert not (out / "_staging").exists()
+    assert not (out / "_lock.json").exists()

@@ -37,10 +37,25 @@ def test_commit_moves_staged_files_drops_older_writers_files_and_lists_each_tabl
         committed = commit(None, actions, str(out), str(staging), ["runs", "grader_results"])
 
     assert sorted(committed) == sorted(rel for _, rel in actions)
-    assert sorted(listed) == sorted([str(out / "grader_results"), str(out / "runs"), str(out / STAGING)])
+    assert sorted(listed) == sorted([str(out / "grader_results"), str(out / "runs"), str(staging)])
     assert _files(out) == {*writes, untouched}
     for rel in writes:
         assert (out / rel).read_bytes() == b"new " + rel.encode()
     # A retried commit (its staged files already moved) changes nothing.
     assert commit(None, actions, str(out), str(staging), ["runs", "grader_results"]) == []
     assert _files(out) == {*writes, untouched}
+
+
+def test_a_commit_whose_staging_is_gone_moves_nothing(tmp_path: Path) -> None:
+    """Staging removed under a job (its lock lost): the commit fails before the first move."""
+    out, staging = tmp_path / "out", tmp_path / "out" / STAGING / "job"
+    present, missing = f"runs/workflow=a/date=2026-05-01/{PART_NAME}", f"runs/workflow=b/date=2026-05-01/{PART_NAME}"
+    (staging / present).parent.mkdir(parents=True)
+    (staging / present).write_bytes(b"new")
+    try:
+        commit(None, [("write", present), ("write", missing)], str(out), str(staging), ["runs"])
+    except FileNotFoundError as exc:
+        assert missing in str(exc)
+    else:
+        raise AssertionError("committed without its staged file")
+    assert _files(out) == {f"{STAGING}/job/{present}"}
