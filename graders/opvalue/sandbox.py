@@ -72,6 +72,7 @@ SANDBOX_EVALUATOR: Final = f"/evaluator/{EVALUATOR_NAME}"
 SYNTAX_OPERATION: Final = "operational-value evaluator syntax check"
 RUN_OPERATION: Final = "operational-value evaluator"
 NOBODY: Final = 65534
+CGROUP_ENV: Final = "FLEETGRADE_SANDBOX_CGROUP"
 _LAUNCHER: Final = Path(__file__).with_name("launcher.py")
 _ROOT_LINKS: Final = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # Debian's /usr/bin/awk & co. point into /etc/alternatives; the rest of /etc stays out.
@@ -108,7 +109,9 @@ class SandboxOptions:
     env: Mapping[str, str] = field(default_factory=dict)
     allow_unsandboxed: bool = False
     bwrap_path: str | None = None
-    # A cgroup v2 folder delegating memory and pids (None: our own cgroup if it does, else none).
+    # A cgroup v2 folder delegating memory and pids. None: $FLEETGRADE_SANDBOX_CGROUP on the
+    # machine that runs the evaluator (read there, not where the options were made), else our
+    # own cgroup if it delegates them, else no cgroup (the watchdog).
     cgroup_parent: str | None = None
     use_cgroup: bool = True
     cpu_quota: float = 1.0  # CPUs the sandbox may use at once, under a cgroup
@@ -217,7 +220,8 @@ def _plan(opts: SandboxOptions, tempdir: str) -> _Plan:
         raise SandboxUnavailableError(
             f"operational-value sandbox unavailable: no seccomp table for architecture {os.uname().machine}"
         )
-    parent = find_parent(opts.cgroup_parent) if opts.use_cgroup else None
+    explicit = opts.cgroup_parent or os.environ.get(CGROUP_ENV) or None
+    parent = find_parent(explicit) if opts.use_cgroup else None
     return _Plan(bwrap, python, {}, None, os.geteuid() == 0, prlimit, parent)
 
 

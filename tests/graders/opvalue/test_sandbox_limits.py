@@ -163,6 +163,13 @@ def test_cgroup_is_made_with_its_limits_joined_and_removed(sandbox, tmp_path, mo
     assert [p.name for p in tmp_path.iterdir()] == ["cgroup.subtree_control"]
 
 
+def test_cgroup_parent_can_come_from_the_environment(sandbox, tmp_path, monkeypatch):
+    (tmp_path / "cgroup.subtree_control").write_text("pids\n")
+    monkeypatch.setenv("FLEETGRADE_SANDBOX_CGROUP", str(tmp_path))
+    with pytest.raises(SandboxUnavailableError, match=r"does not delegate the memory controller"):
+        run_evaluator(evaluator(OK), b"{}", sandbox)
+
+
 def test_cgroup_oom_is_read_from_memory_events(tmp_path):
     group = SandboxCgroup(tmp_path)
     assert not group.oom_killed()
