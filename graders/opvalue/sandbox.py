@@ -450,8 +450,8 @@ def _supervise(proc: subprocess.Popen[bytes], opts: SandboxOptions, input_data: 
             kill_group()
             exited.wait()
             break
-        elif watch and info is not None and info.done.is_set():
-            child = _child_pid(info.data)
+        elif watch and info is not None and info.data:
+            child = _child_pid(info.data)  # None until bwrap has written the whole document
             try:
                 used = sandbox_memory(child) if child is not None else None
             except OSError as exc:  # fail closed: a sandbox we cannot watch does not go on
