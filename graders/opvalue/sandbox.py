@@ -73,6 +73,7 @@ SYNTAX_OPERATION: Final = "operational-value evaluator syntax check"
 RUN_OPERATION: Final = "operational-value evaluator"
 NOBODY: Final = 65534
 CGROUP_ENV: Final = "FLEETGRADE_SANDBOX_CGROUP"
+_WATCH_DENIED_S: Final = 2.0  # how long the memory watchdog tolerates an unreadable sandbox
 _LAUNCHER: Final = Path(__file__).with_name("launcher.py")
 _ROOT_LINKS: Final = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # Debian's /usr/bin/awk & co. point into /etc/alternatives; the rest of /etc stays out.
@@ -299,7 +300,8 @@ def sandbox_memory(child_pid: int) -> int | None:
     """The summed PSS of every process in the sandbox whose init has host PID ``child_pid``.
 
     The sandbox's own ``/proc`` (seen through its init's root) lists exactly its PID namespace.
-    None when the sandbox is already gone.
+    None when the sandbox is already gone. Raises PermissionError when a process (or the sandbox)
+    cannot be read: bwrap's own set-up, before it execs the launcher, is briefly unreadable.
     """
     procfs = Path(f"/proc/{child_pid}/root/proc")
     try:
@@ -442,6 +444,7 @@ def _supervise(proc: subprocess.Popen[bytes], opts: SandboxOptions, input_data: 
     deadline = time.monotonic() + timeout / 1000
     timed_out = memory_exceeded = False
     watch_error: OSError | None = None
+    denied_since: float | None = None
     while not exited.wait(min(opts.watch_interval_s, max(deadline - time.monotonic(), 0))):
         if overflow.is_set():
             kill_group()
@@ -452,11 +455,18 @@ def _supervise(proc: subprocess.Popen[bytes], opts: SandboxOptions, input_data: 
             break
         elif watch and info is not None and info.data:
             child = _child_pid(info.data)  # None until bwrap has written the whole document
+            used = None
             try:
                 used = sandbox_memory(child) if child is not None else None
+                denied_since = None
+            except PermissionError as exc:
+                # Transient while bwrap sets up; a sandbox that stays unreadable does not go on.
+                now = time.monotonic()
+                denied_since = denied_since if denied_since is not None else now
+                if now - denied_since >= _WATCH_DENIED_S:
+                    watch_error = exc
             except OSError as exc:  # fail closed: a sandbox we cannot watch does not go on
                 watch_error = exc
-                used = None
             if watch_error is not None or (used is not None and used > opts.memory_bytes):
                 memory_exceeded = watch_error is None
                 kill_group()

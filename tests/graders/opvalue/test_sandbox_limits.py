@@ -234,3 +234,23 @@ def test_seccomp_numbers_match_the_kernel_headers(table, header):
     defined = dict(re.findall(r"^#define __NR(?:3264)?_(\w+)\s+(\d+)\s*$", path.read_text(), re.M))
     for name, number in seccomp.SYSCALLS[table].items():
         assert int(defined[name]) == number, name
+
+
+def test_watchdog_tolerates_bwraps_brief_unreadable_set_up(sandbox):
+    # Polling every 5 ms catches bwrap's set-up phase (its child is not readable then) most runs.
+    from concurrent.futures import ThreadPoolExecutor
+
+    opts = dataclasses.replace(sandbox, watch_interval_s=0.005)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        outs = list(pool.map(lambda _: run_evaluator(evaluator(OK), b"{}", opts), range(16)))
+    assert set(outs) == {'[{"id":"ok","value":1}]\n'}
+
+
+def test_a_sandbox_that_stays_unreadable_fails_closed(sandbox, monkeypatch):
+    def denied(child_pid: int) -> int:
+        raise PermissionError(13, "Permission denied", f"/proc/{child_pid}/root/proc")
+
+    monkeypatch.setattr(sandbox_module, "sandbox_memory", denied)
+    monkeypatch.setattr(sandbox_module, "_WATCH_DENIED_S", 0.2)
+    with pytest.raises(SandboxUnavailableError, match=r"cannot watch the sandbox's memory: .*Permission denied"):
+        run_evaluator(evaluator(f"sleep 20; {OK}"), b"{}", sandbox)
