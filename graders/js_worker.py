@@ -117,11 +117,21 @@ class WorkerClient:
                 return self.run(request, retry=False)
             raise WorkerDied("script worker crashed (broken pipe)") from None
         try:
-            return _read(proc.stdout.fileno(), time.monotonic() + self.reply_timeout_ms / 1000)
+            deadline = time.monotonic() + self.reply_timeout_ms / 1000
+            reply = _read(proc.stdout.fileno(), deadline)
+            # Then whether the helper is leaving (its retained memory grew): if so, let it go now,
+            # so the next request goes to a new helper and never into a closing pipe.
+            status = json.loads(_read(proc.stdout.fileno(), deadline))
+            if not isinstance(status, dict):
+                raise ValueError("bad status frame")
+            if status.get("recycle") is True:
+                self.close()
+            return reply
         except TimeoutError:
             self.close()  # stuck inside V8 past every limit: kill it, the next run gets a new one
             raise WorkerDied(self.timeout_message) from None
-        except (EOFError, OSError):
+        except (EOFError, OSError, ValueError):
+            proc.kill()
             proc.wait()
             tail = self._stderr_tail()
             self.close()
@@ -210,8 +220,10 @@ def serve(settings: dict[str, Any]) -> None:
         except JsGraderError as exc:
             text = json.dumps({"ok": False, "error": exc.js_message})
         _write(out, text)
-        if data_bytes() > recycle_at:
-            return  # retained memory would eat the next evaluation's budget: the parent starts anew
+        recycle = data_bytes() > recycle_at  # retained memory would eat the next evaluation's budget
+        _write(out, json.dumps({"recycle": recycle}))
+        if recycle:
+            return
 
 
 if __name__ == "__main__":

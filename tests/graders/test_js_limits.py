@@ -58,3 +58,13 @@ def test_locale_and_time_zone_of_the_host_do_not_reach_graders(monkeypatch):
         assert _locale_output() == reference, lang
     assert reference == {"number": "1,234,567.891", "numberLocale": "en-US", "collator": "en-US",
                          "sorted": "a\u00e4Bz", "plural": "one", "list": "a, b, and c", "upper": "I"}
+
+
+def test_a_helper_that_retained_memory_is_replaced_between_evaluations():
+    heavy = "const a = []; for (let i = 0; i < 2e6; i++) a.push({ i }); return a.length"
+    with JsSandbox(heap_limit_bytes=64 * 1024 * 1024) as sb:
+        assert sb.evaluate("return 1", {}) == 1
+        assert sb._client.restarts == 0
+        assert sb.evaluate(heavy, {}) == 2_000_000  # the helper keeps what V8 committed for it
+        assert sb.evaluate("return 2", {}) == 2  # a fresh helper answers, nothing is lost
+        assert sb._client.restarts == 1
