@@ -8,7 +8,9 @@ kills whatever is left in the namespace. It is passed to the interpreter with ``
 must stay standard-library only.
 
 The limits are set before bubblewrap starts, so they bind this process too; the launcher checks
-that they did and refuses to start the evaluator otherwise (the sandbox fails closed). It makes itself
+that they did and refuses to start the evaluator otherwise (the sandbox fails closed). The
+process count is the exception: the launcher sets it on itself, inside the sandbox's user
+namespace, where it counts this sandbox's processes and not every sandbox's of the host. It makes itself
 non-dumpable so that the evaluator, running as the same user, cannot open ``/proc/1/mem`` and
 forge the status it reports; the seccomp filter denies ``ptrace`` to every process inside.
 """
@@ -34,6 +36,10 @@ _PR_SET_DUMPABLE = 4
 def _check_limits(spec: str) -> None:
     for item in filter(None, spec.split(",")):
         name, _, value = item.partition("=")
+        if name == "nproc":
+            # Set here, inside the user namespace, so it counts this sandbox's processes only.
+            resource.setrlimit(_LIMITS[name], (int(value), int(value)))
+            continue
         soft, hard = resource.getrlimit(_LIMITS[name])
         if resource.RLIM_INFINITY in (soft, hard) or max(soft, hard) > int(value):
             raise RuntimeError(f"the {name} limit was not set before the sandbox started")

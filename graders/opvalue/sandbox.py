@@ -15,9 +15,10 @@ many repositories on shared workers, so each run gets a throw-away sandbox:
   this process's environment); HOME and TMPDIR are the private ``/tmp``;
 - when we are root, bwrap itself runs as ``nobody`` so the kernel enforces the process limit
   (RLIMIT_NPROC does not apply to root);
-- per-process limits on CPU seconds, address space, processes, file size and open files, set
-  with ``prlimit`` before bwrap starts so that every process of the sandbox, the launcher
-  included, inherits them;
+- per-process limits on CPU seconds, address space, file size and open files, set with
+  ``prlimit`` before bwrap starts so that every process of the sandbox, the launcher included,
+  inherits them; the process limit is set by the launcher before it starts anything (see
+  ``prlimit_argv``);
 - limits on the sandbox as a whole: a cgroup v2 with ``memory.max``, ``pids.max`` and ``cpu.max``
   where a delegated cgroup parent exists (cgroup.py); otherwise a watchdog that sums the
   proportional memory (PSS) of the sandbox's processes every poll and ends the sandbox when the
@@ -135,8 +136,13 @@ class SandboxOptions:
         return ",".join(f"{k}={v}" for k, v in self.limit_values(timeout).items())
 
     def prlimit_argv(self, timeout: int) -> list[str]:
-        """``prlimit`` options setting each limit (soft = hard) on the process it then execs."""
-        return [f"--{k}={v}:{v}" for k, v in self.limit_values(timeout).items()]
+        """``prlimit`` options setting each limit (soft = hard) on the process it then execs.
+
+        Not the process count: set before bwrap creates the user namespace, it would also bound
+        the namespace's parent count, i.e. every sandbox of the host together. The launcher sets
+        it inside, where it counts this sandbox's processes only.
+        """
+        return [f"--{k}={v}:{v}" for k, v in self.limit_values(timeout).items() if k != "nproc"]
 
 
 def evaluator_env(configured: Mapping[str, str], home: str) -> dict[str, str]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import os
 import re
 import struct
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from graders.opvalue import sandbox as sandbox_module
 from graders.opvalue import seccomp
 from graders.opvalue.cgroup import SandboxCgroup, find_parent
 from graders.opvalue.errors import OperationalValueError, SandboxUnavailableError
-from graders.opvalue.sandbox import SandboxOptions, run_evaluator
+from graders.opvalue.sandbox import NOBODY, SandboxOptions, run_evaluator
 from tests.graders.opvalue.conftest import evaluator
 
 OK = """echo '[{"id":"ok","value":1}]'"""
@@ -254,3 +256,21 @@ def test_a_sandbox_that_stays_unreadable_fails_closed(sandbox, monkeypatch):
     monkeypatch.setattr(sandbox_module, "_WATCH_DENIED_S", 0.2)
     with pytest.raises(SandboxUnavailableError, match=r"cannot watch the sandbox's memory: .*Permission denied"):
         run_evaluator(evaluator(f"sleep 20; {OK}"), b"{}", sandbox)
+
+
+def test_process_limit_counts_this_sandbox_not_every_sandbox_of_the_host(sandbox):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to hold processes as nobody")
+    # Other sandboxes' processes (here: plain ones as nobody) must not use up this one's limit.
+    held = [subprocess.Popen(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+                              "sleep", "60"]) for _ in range(12)]
+    try:
+        opts = dataclasses.replace(sandbox, max_processes=8)
+        body = f'for i in 1 2 3; do sleep 0.1 & done; wait; {OK}'
+        assert run_evaluator(evaluator(body), b"{}", opts).strip() == '[{"id":"ok","value":1}]'
+        limit = run_evaluator(evaluator('echo "[{\\"id\\":\\"u\\",\\"value\\":$(ulimit -u)}]"'), b"{}", opts)
+        assert limit.strip() == '[{"id":"u","value":8}]'
+    finally:
+        for proc in held:
+            proc.kill()
+            proc.wait()
