@@ -4,6 +4,11 @@ The values that come out are what gh-aw's Go parser sees before validation
 (``graders_config.go``): plain maps, lists, strings, numbers, booleans and nulls. YAML is read with
 the YAML 1.2 core schema (only ``true``/``false`` are booleans, dates stay strings), as gh-aw's YAML
 library does, so ``on:`` or ``yes`` do not silently turn into booleans.
+
+Configuration files are untrusted enough to be bounded (safeyaml.py: bytes, alias expansion,
+depth), and ``imports:`` stay inside the workflow's folder or its repository: an import that
+resolves (symlinks followed) anywhere else is refused before it is read, so no line of a host
+file can reach an error message.
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ from typing import Any
 import yaml
 
 from graders.config_errors import GradersConfigError
+from graders.safeyaml import BoundedLoaderMixin, YamlLimitError, describe, read_capped_text
 
 
-class _Yaml12Loader(yaml.SafeLoader):
+class _Yaml12Loader(BoundedLoaderMixin, yaml.SafeLoader):
     """SafeLoader with YAML 1.2 core-schema scalars and duplicate-key errors."""
 
 
@@ -65,11 +71,13 @@ _Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 _Yaml12Loader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
 
 
-def load_yaml(text: str, label: str) -> Any:
+def load_yaml(text: str, label: str, line_offset: int = 0) -> Any:
     try:
         return yaml.load(text, Loader=_Yaml12Loader)  # a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        raise GradersConfigError(f"{label}: invalid YAML: {exc}") from exc
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise GradersConfigError(f"{label}: invalid YAML: {describe(exc, line_offset)}") from exc
+    except YamlLimitError as exc:
+        raise GradersConfigError(f"{label}: YAML refused: {exc}") from exc
 
 
 def split_frontmatter(text: str, label: str) -> Any:
@@ -79,7 +87,7 @@ def split_frontmatter(text: str, label: str) -> Any:
         return {}
     for end in range(1, len(lines)):
         if lines[end].strip() == "---":
-            doc = load_yaml("\n".join(lines[1:end]), label)
+            doc = load_yaml("\n".join(lines[1:end]), label, line_offset=1)
             return {} if doc is None else doc
     raise GradersConfigError(f"{label}: frontmatter not properly closed")
 
@@ -88,7 +96,9 @@ def read_document(path: Path) -> Any:
     """A config file as data: the frontmatter of a ``.md``, else the YAML/JSON document."""
     label = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_capped_text(path)
+    except YamlLimitError as exc:
+        raise GradersConfigError(f"{label}: graders configuration refused: {exc}") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise GradersConfigError(f"cannot read graders configuration {label}: {exc}") from exc
     if path.suffix == ".md":
@@ -112,7 +122,24 @@ def deep_merge(dst: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
     return dst
 
 
-def _import_paths(doc: Any, base: Path, label: str) -> list[Path]:
+def repository_root(start: Path) -> Path | None:
+    """The nearest folder at or above ``start`` holding ``.git``."""
+    for parent in (start.resolve(), *start.resolve().parents):
+        if (parent / ".git").exists():
+            return parent
+    return None
+
+
+def import_roots(path: Path) -> list[Path]:
+    """Where a workflow's imports may live: its own folder and its repository's root."""
+    roots = [path.parent.resolve()]
+    repo = repository_root(path.parent)
+    if repo is not None:
+        roots.append(repo)
+    return roots
+
+
+def _import_paths(doc: Any, base: Path, label: str, roots: list[Path]) -> list[Path]:
     raw = doc.get("imports") if isinstance(doc, dict) else None
     if raw is None:
         return []
@@ -124,7 +151,12 @@ def _import_paths(doc: Any, base: Path, label: str) -> list[Path]:
         if not isinstance(spec, str) or not spec.strip():
             raise GradersConfigError(f"{label}: invalid import {item!r}")
         # "file.md#Section" imports a section of the markdown; the frontmatter is the same file's.
-        out.append((base / spec.strip().split("#", 1)[0]).resolve())
+        target = (base / spec.strip().split("#", 1)[0]).resolve()  # symlinks followed: no escape
+        if not any(target.is_relative_to(root) for root in roots):
+            raise GradersConfigError(
+                f"{label}: import {spec.strip()!r} is outside the workflow's folder and repository; refused"
+            )
+        out.append(target)
     return out
 
 
@@ -144,12 +176,13 @@ def collect_graders(path: Path) -> tuple[bool, Any]:
     Imports are processed breadth-first in declaration order, each file once. A plain YAML/JSON
     file may hold the graders map itself or a document with a ``graders`` key (and ``imports``).
     """
+    roots = import_roots(path)
     doc = read_document(path)
     whole = path.suffix != ".md" and not (isinstance(doc, dict) and ("graders" in doc or "imports" in doc))
     present, own = _graders_of(doc, whole)
     imported: list[dict[str, Any]] = []
     seen = {path.resolve()}
-    queue = deque(_import_paths(doc, path.parent, str(path)))
+    queue = deque(_import_paths(doc, path.parent, str(path), roots))
     while queue:
         imp = queue.popleft()
         if imp in seen:
@@ -161,7 +194,7 @@ def collect_graders(path: Path) -> tuple[bool, Any]:
         _, value = _graders_of(sub, False)
         if isinstance(value, dict):
             imported.append(value)
-        queue.extend(_import_paths(sub, imp.parent, str(imp)))
+        queue.extend(_import_paths(sub, imp.parent, str(imp), roots))
     if not imported:
         return present, own
     merged: dict[str, Any] = {}

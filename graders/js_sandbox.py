@@ -5,7 +5,9 @@ the same contract runs in-process: the script is compiled as a function body wit
 and the parameters ``(trace, run, workflow, config, helpers, Math)``; the data it sees is JSON
 round-tripped and deep-frozen; ``Date``, ``eval``, ``Function``, wasm, shared memory and timers are
 gone and string code generation is disabled by a V8 flag; the call has a 5 s time limit and a heap
-limit; the result is serialized to JSON inside V8 and capped at 1 MiB.
+limit; the result is serialized to JSON inside V8 and capped at 1 MiB. The helper process (below)
+also caps the memory outside the heap (``ArrayBuffer`` backing stores) and runs with a fixed
+locale and time zone, so ``toLocaleString`` and ``Intl`` answer alike on every machine.
 
 Isolation: mini-racer binds one V8 context to one isolate and offers no way to create a second
 context in an isolate (ShadowRealm is "Not supported" without embedder hooks). So every evaluation
@@ -45,6 +47,8 @@ SCRIPT_TIMEOUT_MS: Final = 5000
 BOOTSTRAP_TIMEOUT_MS: Final = 1000
 WORKER_OVERHEAD_MS: Final = 1000  # gh-aw spawns its worker with 5000 + 1000 ms; promise jobs get the rest
 HEAP_LIMIT_BYTES: Final = 512 * 1024 * 1024  # room for a 50 MiB trace parsed into objects
+# ArrayBuffer backing stores live outside the heap; the helper process caps them (js_worker).
+EXTERNAL_LIMIT_BYTES: Final = 512 * 1024 * 1024
 MAX_RESULT_BYTES: Final = 1024 * 1024
 PARAMS: Final = "trace, run, workflow, config, helpers, Math"
 _ERROR_LINE: Final = re.compile(r"^(?:[A-Za-z]*Error|Uncaught [A-Za-z]*Error): (.*)$", re.M)
@@ -171,9 +175,11 @@ class JsSandbox:
 
     def __init__(self, timeout_ms: int = SCRIPT_TIMEOUT_MS, heap_limit_bytes: int = HEAP_LIMIT_BYTES,
                  max_result_bytes: int = MAX_RESULT_BYTES,
-                 isolation: Literal["process", "inprocess"] = "process") -> None:
+                 isolation: Literal["process", "inprocess"] = "process",
+                 external_limit_bytes: int = EXTERNAL_LIMIT_BYTES) -> None:
         self.timeout_ms = timeout_ms
         self.heap_limit_bytes = heap_limit_bytes
+        self.external_limit_bytes = external_limit_bytes
         self.max_result_bytes = max_result_bytes
         self.worker_timeout_ms = timeout_ms + WORKER_OVERHEAD_MS
         # "process": V8 runs in a helper process that can be killed (the default; see js_worker);
@@ -194,6 +200,7 @@ class JsSandbox:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("external_limit_bytes", EXTERNAL_LIMIT_BYTES)
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
@@ -208,7 +215,8 @@ class JsSandbox:
             from graders.js_worker import WorkerClient
 
             settings = {"timeout_ms": self.timeout_ms, "heap_limit_bytes": self.heap_limit_bytes,
-                        "max_result_bytes": self.max_result_bytes}
+                        "max_result_bytes": self.max_result_bytes,
+                        "external_limit_bytes": self.external_limit_bytes}
             # The helper enforces every limit itself; this deadline only catches a V8 that ignores
             # termination or dies, plus the isolate start-up.
             self._client = WorkerClient(settings, self.worker_timeout_ms + 2000,

@@ -6,6 +6,18 @@ builtins ignore termination for many seconds. So ``JsSandbox`` keeps one long-li
 (``python -m graders.js_worker``) that evaluates scripts, each in a fresh isolate, and talks over
 pipes with length-prefixed JSON. The parent enforces a hard wall-clock limit; a crashed or stuck
 helper is killed and replaced, and only that one evaluation fails.
+
+The helper is also where the limits V8 itself lacks are set:
+
+- ``ArrayBuffer`` backing stores live outside the V8 heap, so the heap limit does not bound them.
+  Once V8 is up, the helper caps its own writable data (``RLIMIT_DATA``) at what it uses then plus
+  the heap limit, ``external_limit_bytes`` and room for the payload's copies; past it an allocation
+  fails (``RangeError: Array buffer allocation failed``) or V8 aborts and the helper is replaced.
+  A helper whose retained memory has grown past half the heap limit exits after its reply, so
+  the next evaluation starts with the whole budget.
+- It runs with a fixed locale and time zone (``LANG``/``LC_ALL`` ``C.UTF-8``, ``TZ`` ``UTC``), never
+  the host's: ICU takes V8's default locale from them, and ``toLocaleString``, ``localeCompare``
+  and ``Intl`` must give the same answer on every machine (``en-US``).
 """
 
 from __future__ import annotations
@@ -21,7 +33,9 @@ import time
 from typing import IO, Any, Final
 
 _HEADER: Final = struct.Struct(">Q")
-_ENV_KEYS: Final = ("PATH", "HOME", "TMPDIR", "TEMP", "TMP", "LANG", "LC_ALL")
+_ENV_KEYS: Final = ("PATH", "HOME", "TMPDIR", "TEMP", "TMP")
+FIXED_ENV: Final = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC"}
+PAYLOAD_SLACK_BYTES: Final = 384 * 1024 * 1024  # the request, the payload text and its copy for V8
 
 
 class WorkerDied(RuntimeError):
@@ -69,6 +83,7 @@ class WorkerClient:
         """Start the helper; the reason inline graders cannot run, or None."""
         self.stderr = tempfile.TemporaryFile()
         env = {k: os.environ[k] for k in _ENV_KEYS if k in os.environ}
+        env.update(FIXED_ENV)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
         try:
             self.proc = subprocess.Popen(
@@ -102,11 +117,21 @@ class WorkerClient:
                 return self.run(request, retry=False)
             raise WorkerDied("script worker crashed (broken pipe)") from None
         try:
-            return _read(proc.stdout.fileno(), time.monotonic() + self.reply_timeout_ms / 1000)
+            deadline = time.monotonic() + self.reply_timeout_ms / 1000
+            reply = _read(proc.stdout.fileno(), deadline)
+            # Then whether the helper is leaving (its retained memory grew): if so, let it go now,
+            # so the next request goes to a new helper and never into a closing pipe.
+            status = json.loads(_read(proc.stdout.fileno(), deadline))
+            if not isinstance(status, dict):
+                raise ValueError("bad status frame")
+            if status.get("recycle") is True:
+                self.close()
+            return reply
         except TimeoutError:
             self.close()  # stuck inside V8 past every limit: kill it, the next run gets a new one
             raise WorkerDied(self.timeout_message) from None
-        except (EOFError, OSError):
+        except (EOFError, OSError, ValueError):
+            proc.kill()
             proc.wait()
             tail = self._stderr_tail()
             self.close()
@@ -144,16 +169,46 @@ class WorkerClient:
             self.stderr = None
 
 
+def data_bytes() -> int:
+    """This process's writable private memory (``VmData``), what ``RLIMIT_DATA`` bounds."""
+    with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+        for line in fh:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    raise OSError("no VmData in /proc/self/status")
+
+
+def cap_data(settings: dict[str, Any]) -> int:
+    """Set ``RLIMIT_DATA`` to the current use plus the V8 heap, external and payload budgets."""
+    import resource
+
+    from graders.js_sandbox import EXTERNAL_LIMIT_BYTES, HEAP_LIMIT_BYTES
+
+    baseline = data_bytes()
+    limit = (baseline + int(settings.get("heap_limit_bytes", HEAP_LIMIT_BYTES))
+             + int(settings.get("external_limit_bytes", EXTERNAL_LIMIT_BYTES)) + PAYLOAD_SLACK_BYTES)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    return baseline
+
+
 def serve(settings: dict[str, Any]) -> None:
     """Child side: evaluate requests in fresh isolates until stdin closes."""
-    from graders.js_sandbox import JsGraderError, JsSandbox
+    os.environ.update(FIXED_ENV)  # before V8 and ICU start, whoever spawned us
+    from graders.js_sandbox import HEAP_LIMIT_BYTES, JsGraderError, JsSandbox
 
     out = sys.stdout.buffer
     sandbox = JsSandbox(isolation="inprocess", **settings)
     reason = sandbox.unavailable_reason
+    baseline = 0
+    if reason is None:
+        try:
+            baseline = cap_data(settings)
+        except (OSError, ValueError) as exc:  # fail closed: no V8 without the memory cap
+            reason = f"cannot cap the script worker's memory: {exc}"
     _write(out, json.dumps({"ok": reason is None, "error": reason}))
     if reason is not None:
         return
+    recycle_at = baseline + int(settings.get("heap_limit_bytes", HEAP_LIMIT_BYTES)) // 2
     fd = sys.stdin.buffer.fileno()
     while True:
         try:
@@ -166,6 +221,10 @@ def serve(settings: dict[str, Any]) -> None:
         except JsGraderError as exc:
             text = json.dumps({"ok": False, "error": exc.js_message})
         _write(out, text)
+        recycle = data_bytes() > recycle_at  # retained memory would eat the next evaluation's budget
+        _write(out, json.dumps({"recycle": recycle}))
+        if recycle:
+            return
 
 
 if __name__ == "__main__":

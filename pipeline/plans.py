@@ -6,6 +6,7 @@ from pathlib import Path
 
 import yaml
 
+from graders import safeyaml
 from graders.config import GradersConfigError, load_graders, load_graders_dir
 from graders.opvalue.freeze import validate_content
 from graders.plan import GradingPlan, PlanSet, default_plan
@@ -59,9 +60,13 @@ def load_trace_config(path: str | None) -> TraceConfig:
     if not p.is_file():
         raise PlanLoadError(f"{path}: trace config file not found")
     try:
-        loaded = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise PlanLoadError(f"{path}: not valid YAML ({exc})") from exc
+        loaded = safeyaml.load(safeyaml.read_capped_text(p)) or {}
+    except (yaml.YAMLError, RecursionError, UnicodeDecodeError) as exc:
+        raise PlanLoadError(f"{path}: not valid YAML ({safeyaml.describe(exc)})") from exc
+    except safeyaml.YamlLimitError as exc:
+        raise PlanLoadError(f"{path}: YAML refused: {exc}") from exc
+    except OSError as exc:
+        raise PlanLoadError(f"{path}: cannot read the trace config: {exc.strerror or exc}") from exc
     if not isinstance(loaded, dict):
         raise PlanLoadError(f"{path}: the top level must be a mapping")
     try:

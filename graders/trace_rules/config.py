@@ -17,6 +17,8 @@ from typing import Any, TextIO
 
 import yaml
 
+from graders import safeyaml
+
 DEFAULTS: dict[str, Any] = {
     "verified": False,
     "forbidden_tools": [],
@@ -70,7 +72,10 @@ def load_mapping(path: str | Path | None, stderr: TextIO | None = None) -> dict[
     if path is None or not Path(path).is_file():
         return copy.deepcopy(DEFAULTS)
     try:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        try:  # bounded: a billion-laughs file is refused, not expanded
+            loaded = safeyaml.load(safeyaml.read_capped_text(Path(path))) or {}
+        except (yaml.YAMLError, RecursionError) as exc:
+            raise ValueError(safeyaml.describe(exc)) from exc
         if not isinstance(loaded, Mapping):
             raise TypeError(f"top level must be a mapping, got {type(loaded).__name__}")
         return merge(loaded)

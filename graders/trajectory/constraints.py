@@ -4,7 +4,9 @@ actions.
 Patterns are JavaScript regular expressions compiled as ``new RegExp(pattern, "i")``. They are
 translated to Python ``re`` by ``jscompat.compile_js_regex`` (which also decides validity the
 way JavaScript does) and matched against the UTF-16 code-unit view of each text, because a
-non-unicode JavaScript regex sees code units, not code points.
+non-unicode JavaScript regex sees code units, not code points. Matching goes through
+``jsmatch`` (RE2 where possible, else a time budget per evaluation), so a pattern such as
+``(a+)+$`` cannot hang the job; a pattern past the budget ends the grader with an error.
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ from typing import Any, Final
 from graders.jscompat import (
     UNDEFINED,
     JsRegexError,
-    compile_js_regex,
     is_record,
     js_stringify,
     utf16_slice,
     utf16_units,
 )
+from graders.jsmatch import Budget, JsMatcher, compile_js_matcher
 from graders.registry import GraderContext
 from graders.trajectory.ir import (
     Raw,
@@ -75,20 +77,21 @@ def skill_constraint_coverage(trace: Trace, config: Record, ctx: GraderContext) 
         return unavailable("not applicable: trace lacks toolCalls/actions")
     valid = invalid = exercised = covered = 0
     failing: list[str] = []
+    budget = Budget()
     for constraint in constraints:
         rec = constraint if is_record(constraint) else None
         source = rec["pattern"] if rec is not None and isinstance(rec.get("pattern"), str) else ""
-        regex = None
+        regex: JsMatcher | None = None
         if source:
             try:
-                regex = compile_js_regex(source, "i")
+                regex = compile_js_matcher(source, "i")
             except JsRegexError:
                 regex = None
         if regex is None:
             invalid += 1
             continue
         valid += 1
-        matches = [e for e in entries if regex.search(e.text) is not None]
+        matches = [e for e in entries if budget.search(regex, e.text)]
         if not matches:
             continue
         exercised += 1
