@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import unicodedata
 from datetime import UTC, datetime
-from datetime import date as calendar_date
 from typing import Any, Final
 
 from graders.jsonio import MAX_FILE_SIZE, JsonError, parse_json
@@ -102,15 +101,6 @@ def _date_of(created_at: str, where: str) -> str:
     return ts.date().isoformat()
 
 
-def _path_date(hint: str, where: str) -> str:
-    """A ``YYYY-MM-DD`` folder's date, which must be a calendar date: the ``date`` partition reads
-    back as a DATE, and one impossible value (``2026-13-45``) would break every reader of the table."""
-    try:
-        return calendar_date.fromisoformat(hint).isoformat()
-    except ValueError as exc:
-        raise MetadataError(f"{where}: the date folder {hint!r} in the path is not a calendar date") from exc
-
-
 def determine_run_meta(files: RunFiles, run_root: str) -> RunMeta:
     """Workflow, run id, attempt and date of the run at ``run_root`` (relative to the fleet root)."""
     rel, info = read_aw_info(files)
@@ -135,7 +125,7 @@ def determine_run_meta(files: RunFiles, run_root: str) -> RunMeta:
         raise MetadataError(f"{files.root}: the folder {bad_folder!r} in its path is not a real date "
                             "(YYYY-MM-DD), and aw_info.json has no created_at")
     elif date_hint is not None:
-        date = _path_date(date_hint, where)
+        date = date_hint  # layout_hints gives calendar dates only
     else:
         raise MetadataError(
             f"{where}: cannot determine the run date (no aw_info.json created_at and no "

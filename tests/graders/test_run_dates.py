@@ -28,7 +28,7 @@ def test_a_date_folder_that_is_no_calendar_date_is_a_dead_letter(year, month, da
     try:
         dt.date(year, month, day)
     except ValueError:
-        with pytest.raises(MetadataError, match=f"the date folder '{text}' in the path is not a calendar date"):
+        with pytest.raises(MetadataError, match=f"the folder '{text}' in its path is not a real date"):
             determine_run_meta(FILES, f"wf/{text}/run-5")
     else:
         assert determine_run_meta(FILES, f"wf/{text}/run-5").date == text
