@@ -45,9 +45,21 @@ def _nest(folder: Path, depth: int) -> str:
     return "d/" * depth + "x.json"
 
 
+def _unnest(folder: Path, rel: str) -> None:
+    """Remove what :func:`_nest` made, deepest first: pytest's own clean-up of old temporary
+    folders recurses and would fail on it in a later session."""
+    os.unlink(folder / rel)
+    parts = rel.split("/")[:-1]
+    for depth in range(len(parts), 0, -1):
+        os.rmdir(folder / "/".join(parts[:depth]))
+
+
 def test_the_walk_goes_as_deep_as_the_folders_without_recursion(tmp_path):
     rel = _nest(tmp_path, 1100)
-    assert [(r, s) for r, s, _ in walk_local(str(tmp_path))] == [(rel, 2)]
+    try:
+        assert [(r, s) for r, s, _ in walk_local(str(tmp_path))] == [(rel, 2)]
+    finally:
+        _unnest(tmp_path, rel)
 
 
 def test_entries_not_read_are_named_with_why(tmp_path):

@@ -45,6 +45,19 @@ def _info(run_id: int, **extra: object) -> dict[str, object]:
     return {"run_id": run_id, "created_at": "2026-05-01T10:00:00Z", **extra}
 
 
+def remove_nest(folder: Path) -> None:
+    """Remove a chain of ``d`` folders inside ``folder``, deepest first: ``shutil.rmtree`` (and so
+    pytest's clean-up of old temporary folders in a later session) recurses and fails on it."""
+    depth = 0
+    while (folder / "/".join(["d"] * (depth + 1))).is_dir():
+        depth += 1
+    for level in range(depth, 0, -1):
+        inner = folder / "/".join(["d"] * level)
+        for entry in os.listdir(inner):
+            os.unlink(inner / entry)
+        os.rmdir(inner)
+
+
 def make_hostile_fleet(root: Path) -> Path:
     fleet = root / "fleet"
     for i, rel in enumerate(GOOD, 1):

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from tests.helpers.hostile_fleet import (
     SECRET,
     WARNED,
     make_hostile_fleet,
+    remove_nest,
 )
 
 FLEETGRADE = str(Path(sys.executable).parent / "fleetgrade")
@@ -34,12 +36,13 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
+def graded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, subprocess.CompletedProcess[str]]]:
     root = tmp_path_factory.mktemp("hostile")
     fleet = make_hostile_fleet(root)
     out = root / "out"
     done = _run("run", "--input", str(fleet), "--output", str(out), "--log-level", "WARNING")
-    return fleet, out, done
+    yield fleet, out, done
+    remove_nest(fleet / "wf-deep/run-1")
 
 
 def _file_bytes(root: Path) -> dict[str, bytes]:

@@ -224,9 +224,11 @@ while not os.path.exists(go):
     time.sleep(0.001)
 try:
     lock.acquire()
-    print("won")
+    print("won", flush=True)
+    while not os.path.exists(go + ".done"):  # a winner that exited would be a dead owner, fairly taken over
+        time.sleep(0.001)
 except OutputLocked:
-    print("refused")
+    print("refused", flush=True)
 """
 
 
@@ -241,7 +243,10 @@ def test_racing_jobs_on_a_stale_lock_leave_exactly_one_holder(tmp_path):
         assert all(p.poll() is None for p in procs)
         time.sleep(0.01)
     go.touch()
-    said = {job: p.communicate(timeout=60)[0].strip() for job, p in zip(jobs, procs, strict=True)}
+    said = {job: p.stdout.readline().strip() for job, p in zip(jobs, procs, strict=True)}  # type: ignore[union-attr]
+    Path(f"{go}.done").touch()
+    for p in procs:
+        p.communicate(timeout=60)
     winners = [job for job, word in said.items() if word == "won"]
     assert len(winners) == 1 and sorted(said.values()) == ["refused"] * 5 + ["won"]
     assert Owner.decode((out / LOCK_NAME).read_bytes()).job == winners[0]
