@@ -1,0 +1,207 @@
+"""Estimators and tests over clustered grader values (docs/statistics.md).
+
+A *cluster* is a task (``task_reliability``'s key: ``workflow#issue`` or the workflow): reruns of
+one task are not independent, so every standard error, interval and test here resamples or
+permutes whole tasks (Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640).
+
+Inputs are per-task arrays in a fixed (sorted) order and a ``numpy.random.Generator``; the
+caller derives the generator's seed from the cell's key (:func:`rng_for`), so a rerun gives
+byte-identical numbers. numpy only: the normal quantiles and the hypergeometric terms need no scipy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.random import PCG64, Generator
+
+Z95 = 1.959963984540054  # standard normal 0.975 quantile
+Z80 = 0.8416212335729143  # standard normal 0.80 quantile (power of the minimum detectable effect)
+
+
+def rng_for(*key: object) -> Generator:
+    """A generator seeded from a cell's key by SHA-256 (stable across processes and machines)."""
+    text = "\x1f".join(str(k) for k in key)
+    seed = int.from_bytes(hashlib.sha256(f"fleetgrade-stats\x1e{text}".encode()).digest()[:8], "big")
+    return Generator(PCG64(seed))
+
+
+@dataclass(frozen=True)
+class Clusters:
+    """Per-task sums and counts of one cell's graded values (tasks in sorted order)."""
+
+    sums: np.ndarray  # float64, one per task
+    counts: np.ndarray  # int64, one per task (> 0)
+    values: np.ndarray  # every value, sorted (quantiles, standard deviation)
+
+    @staticmethod
+    def of(per_task: Sequence[Sequence[float]]) -> Clusters:
+        """``per_task``: each task's values; empty tasks are ignored. Sums use ``math.fsum``,
+        so they do not depend on the order values arrived in."""
+        tasks = [sorted(v) for v in per_task if len(v) > 0]
+        sums = np.array([math.fsum(v) for v in tasks], dtype=np.float64)
+        counts = np.array([len(v) for v in tasks], dtype=np.int64)
+        values = np.array(sorted(x for v in tasks for x in v), dtype=np.float64)
+        return Clusters(sums, counts, values)
+
+    @property
+    def n(self) -> int:
+        return int(self.counts.sum())
+
+    @property
+    def n_tasks(self) -> int:
+        return len(self.counts)
+
+    def mean(self) -> float | None:
+        return math.fsum(self.values.tolist()) / self.n if self.n else None
+
+
+def sample_sd(values: np.ndarray) -> float | None:
+    if len(values) < 2:
+        return None
+    mean = math.fsum(values.tolist()) / len(values)
+    return math.sqrt(math.fsum(((values - mean) ** 2).tolist()) / (len(values) - 1))
+
+
+def clustered_se(c: Clusters) -> float | None:
+    """Cluster-robust standard error of the mean (CR1: the C/(C-1) small-sample factor).
+
+    SE² = C/(C-1) · Σ_c (S_c - n_c·x̄)² / n². With one value per task this is exactly s/√n,
+    the CLT standard error; reruns of a task that agree with each other widen it.
+    """
+    m = c.mean()
+    if m is None or c.n_tasks < 2:
+        return None
+    resid = c.sums - c.counts * m
+    var = c.n_tasks / (c.n_tasks - 1) * math.fsum((resid * resid).tolist()) / (c.n * c.n)
+    return math.sqrt(var)
+
+
+def _resample_counts(rng: Generator, n_tasks: int, reps: int) -> np.ndarray:
+    """(reps, n_tasks) multiplicities of a with-replacement resample of the tasks."""
+    draws = rng.integers(0, n_tasks, size=(reps, n_tasks))
+    out = np.zeros((reps, n_tasks), dtype=np.int64)
+    np.add.at(out, (np.repeat(np.arange(reps), n_tasks), draws.ravel()), 1)
+    return out
+
+
+def bootstrap_means(c: Clusters, rng: Generator, reps: int) -> np.ndarray:
+    """Means of ``reps`` task-resamples (a resampled task brings all its runs)."""
+    k = _resample_counts(rng, c.n_tasks, reps)
+    return (k * c.sums).sum(axis=1) / (k * c.counts).sum(axis=1)
+
+
+def percentile_interval(samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    lo, hi = np.quantile(samples, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def bootstrap_interval(c: Clusters, rng: Generator, reps: int = 2000, level: float = 0.95
+                       ) -> tuple[float, float] | None:
+    """Percentile interval of the mean from a bootstrap over tasks; None below two tasks."""
+    if c.n_tasks < 2:
+        return None
+    return percentile_interval(bootstrap_means(c, rng, reps), level)
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval of a binomial proportion (Wilson 1927)."""
+    if n <= 0:
+        return None
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def quantiles(values: np.ndarray, qs: Sequence[float] = (0.1, 0.5, 0.9)) -> list[float] | None:
+    """Exact sample quantiles (linear interpolation, Hyndman & Fan type 7) of every value held."""
+    if len(values) == 0:
+        return None
+    return [float(x) for x in np.quantile(values, list(qs))]
+
+
+def pass_hat_k_tasks(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
+    """Per-task unbiased pass^k = C(c,k)/C(n,k) for tasks with n ≥ k (tau-bench)."""
+    keep = n >= k
+    return np.array([math.comb(int(ci), k) / math.comb(int(ni), k) for ni, ci in zip(n[keep], c[keep], strict=True)],
+                    dtype=np.float64)
+
+
+def pass_hat_k_interval(n: np.ndarray, c: np.ndarray, k: int, rng: Generator, reps: int = 2000
+                        ) -> tuple[float | None, float | None, float | None, int]:
+    """pass^k (mean over tasks with ≥ k runs) and a bootstrap-over-tasks interval; (value, low, high, tasks)."""
+    per_task = pass_hat_k_tasks(n, c, k)
+    if len(per_task) == 0:
+        return None, None, None, 0
+    value = math.fsum(per_task.tolist()) / len(per_task)
+    if len(per_task) < 2:
+        return value, None, None, len(per_task)
+    idx = rng.integers(0, len(per_task), size=(reps, len(per_task)))
+    lo, hi = percentile_interval(per_task[idx].mean(axis=1))
+    return value, lo, hi, len(per_task)
+
+
+def bootstrap_diff_interval(cur: Clusters, base: Clusters, rng: Generator, reps: int = 2000
+                            ) -> tuple[float, float] | None:
+    """Interval of mean(cur) - mean(base), resampling tasks within each window independently."""
+    if cur.n_tasks < 2 or base.n_tasks < 2:
+        return None
+    return percentile_interval(bootstrap_means(cur, rng, reps) - bootstrap_means(base, rng, reps))
+
+
+def permutation_p(cur: Clusters, base: Clusters, rng: Generator, reps: int = 9999) -> float | None:
+    """Two-sided p of mean(cur) ≠ mean(base) by permuting whole tasks between the windows.
+
+    The window labels of task clusters are exchangeable under no change; the statistic is the
+    difference of run-weighted means. p = (1 + #{|T*| ≥ |T|}) / (1 + reps) (never 0).
+    """
+    if cur.n_tasks < 1 or base.n_tasks < 1 or cur.n_tasks + base.n_tasks < 3:
+        return None
+    sums = np.concatenate([cur.sums, base.sums])
+    counts = np.concatenate([cur.counts, base.counts])
+    total_s, total_n = math.fsum(sums.tolist()), int(counts.sum())
+    observed = cur.sums.sum() / cur.counts.sum() - base.sums.sum() / base.counts.sum()
+    order = rng.permuted(np.tile(np.arange(len(sums)), (reps, 1)), axis=1)[:, : cur.n_tasks]
+    s1, n1 = sums[order].sum(axis=1), counts[order].sum(axis=1)
+    stat = s1 / n1 - (total_s - s1) / (total_n - n1)
+    # A relative tolerance: ties (common with 0/1 values) must count as "as extreme".
+    extreme = np.abs(stat) >= abs(observed) - 1e-12 * max(1.0, abs(observed))
+    return float((1 + int(extreme.sum())) / (1 + reps))
+
+
+def fisher_exact_p(a: int, n1: int, b: int, n2: int) -> float:
+    """Two-sided Fisher exact p for a/n1 vs b/n2 successes: the sum of hypergeometric table
+    probabilities no larger than the observed one's."""
+    total, succ = n1 + n2, a + b
+    lo, hi = max(0, succ - n2), min(succ, n1)
+    denom = math.comb(total, succ)
+    probs = {x: math.comb(n1, x) * math.comb(n2, succ - x) / denom for x in range(lo, hi + 1)}
+    cut = probs[a] * (1 + 1e-9)
+    return min(1.0, math.fsum(p for p in probs.values() if p <= cut))
+
+
+def benjamini_hochberg(ps: Sequence[float | None]) -> list[float | None]:
+    """q-values (BH step-up adjusted p-values); None p-values stay None and do not count in m."""
+    idx = [i for i, p in enumerate(ps) if p is not None]
+    m = len(idx)
+    out: list[float | None] = [None] * len(ps)
+    running = 1.0
+    for rank, i in reversed(list(enumerate(sorted(idx, key=lambda j: (ps[j], j)), start=1))):
+        p = ps[i]
+        assert p is not None
+        running = min(running, p * m / rank)
+        out[i] = running
+    return out
+
+
+def minimum_detectable_effect(se_cur: float | None, se_base: float | None) -> float | None:
+    """Smallest |difference| a two-sided 5% test detects with 80% power: (z₀.₉₇₅ + z₀.₈)·SE(diff)."""
+    if se_cur is None or se_base is None:
+        return None
+    return (Z95 + Z80) * math.sqrt(se_cur * se_cur + se_base * se_base)
