@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pipeline.cmd_report",
     "pipeline.cmd_bigquery",
     "pipeline.cmd_synth",
+    "pipeline.cmd_check",
 )
 
 

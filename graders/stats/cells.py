@@ -30,10 +30,10 @@ from graders.stats.estimators import (
     fisher_exact_p,
     minimum_detectable_effect,
     pass_hat_k_interval,
-    permutation_p,
     quantiles,
     rng_for,
     sample_sd,
+    stratified_permutation_p,
     wilson_interval,
 )
 
@@ -250,7 +250,7 @@ def compare(
         p: float | None = fisher_exact_p(round(cc.sums.sum()), cc.n, round(bc.sums.sum()), bc.n)
     else:
         row["test"] = "permutation-tasks"
-        p = permutation_p(cc, bc, rng_for(*key, "permutation"), permutations)
+        p = stratified_permutation_p(cur.values, base.values, rng_for(*key, "permutation"), permutations)
     days = [a.day(d) for d, a in {**base_days, **cur_days}.items()]
     split = amoc_split(days)
     row.update({

@@ -126,3 +126,17 @@ def test_amoc_places_a_step_at_its_first_day() -> None:
     assert amoc_split(days[:3]) is None
     flat = [Day(f"2026-11-{d:02d}", 3, 3.0) for d in range(1, 8)]
     assert amoc_split(flat) == ("2026-11-03", 0.0)  # no shift: earliest admissible split, statistic 0
+
+
+def test_stratified_permutation_cancels_a_task_level_and_reaches_below_one_over_reps() -> None:
+    from graders.stats.estimators import stratified_permutation_p
+
+    # One busy task rerun in both windows, its values 0.1 lower now: exchanging whole tasks
+    # could never see it; shuffling within the task does, far below 1/reps.
+    base = {"t#1": [0.9 + 0.001 * i for i in range(40)], "t#2": [0.5, 0.52]}
+    cur = {"t#1": [0.8 + 0.001 * i for i in range(15)], "t#3": [0.51]}
+    p = stratified_permutation_p(cur, base, rng_for("s"), 999)
+    assert p is not None and p < 1e-4 < 1 / 1000
+    same = stratified_permutation_p({"t#1": [0.5, 0.6]}, {"t#1": [0.6, 0.5]}, rng_for("s"), 999)
+    assert same == 1.0
+    assert stratified_permutation_p({"a": [1.0]}, {"b": [0.0]}, rng_for("s"), 99) is None  # two tasks only
