@@ -54,12 +54,13 @@ def stored_regressions(output: str, window: int, baseline: int) -> list[dict[str
     return rows
 
 
-def recompute_regressions(output: str, window: int, baseline: int) -> list[dict[str, Any]]:
+def recompute_regressions(output: str, window: int, baseline: int, until: str | None = None) -> list[dict[str, Any]]:
     """One regressions row per (workflow, grader) for the window ending on the workflow's latest
-    date, with BH q-values across all of them (as ``fleetgrade run`` computes them)."""
+    date (at most ``until``), with BH q-values across all of them (as ``fleetgrade run`` computes them)."""
     latest: dict[str, str] = {}
     for wf, date in partitions(output, "grader_results"):
-        latest[wf] = max(latest.get(wf, date), date)
+        if until is None or date <= until:
+            latest[wf] = max(latest.get(wf, date), date)
     tests = []
     for wf, end in sorted(latest.items()):
         start = shift(end, 1 - window - baseline)
