@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +22,8 @@ from numpy.random import PCG64, Generator
 Z95 = 1.959963984540054  # standard normal 0.975 quantile
 Z80 = 0.8416212335729143  # standard normal 0.80 quantile (power of the minimum detectable effect)
 TAIL_HITS = 10  # permutations as extreme as observed below which the tail is approximated
+EXACT_STRATUM = 2000  # runs of one task above which its shuffles are drawn from their normal limit
+CHUNK = 2_000_000  # values drawn at once: bounds memory whatever a cell's size
 
 
 def rng_for(*key: object) -> Generator:
@@ -82,6 +84,15 @@ def clustered_se(c: Clusters) -> float | None:
     return math.sqrt(var)
 
 
+def _chunked_subsets(n: int, k: int, rng: Generator, reps: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(offset, rows of k indices): the first k of ``reps`` random permutations of range(n), in
+    chunks of at most :data:`CHUNK` values so memory stays bounded for cells of many tasks."""
+    step = max(1, CHUNK // max(n, 1))
+    for lo in range(0, reps, step):
+        rows = min(step, reps - lo)
+        yield lo, rng.permuted(np.tile(np.arange(n), (rows, 1)), axis=1)[:, :k]
+
+
 def _resample_counts(rng: Generator, n_tasks: int, reps: int) -> np.ndarray:
     """(reps, n_tasks) multiplicities of a with-replacement resample of the tasks."""
     draws = rng.integers(0, n_tasks, size=(reps, n_tasks))
@@ -92,8 +103,12 @@ def _resample_counts(rng: Generator, n_tasks: int, reps: int) -> np.ndarray:
 
 def bootstrap_means(c: Clusters, rng: Generator, reps: int) -> np.ndarray:
     """Means of ``reps`` task-resamples (a resampled task brings all its runs)."""
-    k = _resample_counts(rng, c.n_tasks, reps)
-    return (k * c.sums).sum(axis=1) / (k * c.counts).sum(axis=1)
+    out = np.empty(reps)
+    step = max(1, CHUNK // max(c.n_tasks, 1))
+    for lo in range(0, reps, step):
+        k = _resample_counts(rng, c.n_tasks, min(step, reps - lo))
+        out[lo:lo + len(k)] = (k * c.sums).sum(axis=1) / (k * c.counts).sum(axis=1)
+    return out
 
 
 def percentile_interval(samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
@@ -171,8 +186,10 @@ def permutation_p(cur: Clusters, base: Clusters, rng: Generator, reps: int = 999
     counts = np.concatenate([cur.counts, base.counts])
     total_s, total_n = math.fsum(sums.tolist()), int(counts.sum())
     observed = cur.sums.sum() / cur.counts.sum() - base.sums.sum() / base.counts.sum()
-    order = rng.permuted(np.tile(np.arange(len(sums)), (reps, 1)), axis=1)[:, : cur.n_tasks]
-    s1, n1 = sums[order].sum(axis=1), counts[order].sum(axis=1)
+    s1, n1 = np.empty(reps), np.empty(reps, dtype=np.int64)
+    for lo, order in _chunked_subsets(len(sums), cur.n_tasks, rng, reps):
+        s1[lo:lo + len(order)] = sums[order].sum(axis=1)
+        n1[lo:lo + len(order)] = counts[order].sum(axis=1)
     stat = s1 / n1 - (total_s - s1) / (total_n - n1)
     # A relative tolerance: ties (common with 0/1 values) must count as "as extreme".
     extreme = int((np.abs(stat) >= abs(observed) - 1e-12 * max(1.0, abs(observed))).sum())
@@ -218,6 +235,26 @@ def minimum_detectable_effect(se_cur: float | None, se_base: float | None) -> fl
     return (Z95 + Z80) * math.sqrt(se_cur * se_cur + se_base * se_base)
 
 
+def _subset_sums(values: np.ndarray, k: int, rng: Generator, reps: int) -> np.ndarray:
+    """``reps`` sums of a uniformly random k-subset of ``values`` (a stratum's shuffled labels).
+
+    Up to :data:`EXACT_STRATUM` values, by shuffling (in chunks of :data:`CHUNK` values); above,
+    from the normal limit of sampling without replacement (mean k·v̄, variance
+    k(m−k)/(m(m−1))·Σ(v−v̄)²), which is exact enough there and costs nothing.
+    """
+    m = len(values)
+    if m > EXACT_STRATUM:
+        mean = float(values.mean())
+        var = k * (m - k) / (m * (m - 1)) * float(((values - mean) ** 2).sum())
+        return k * mean + math.sqrt(var) * rng.standard_normal(reps)
+    out = np.empty(reps)
+    step = max(1, CHUNK // max(m, 1))
+    for lo in range(0, reps, step):
+        hi = min(reps, lo + step)
+        out[lo:hi] = rng.permuted(np.tile(values, (hi - lo, 1)), axis=1)[:, :k].sum(axis=1)
+    return out
+
+
 def stratified_permutation_p(cur: dict[str, list[float]], base: dict[str, list[float]], rng: Generator,
                              reps: int = 9999) -> float | None:
     """Two-sided p of mean(cur) ≠ mean(base) by a permutation that respects tasks.
@@ -243,16 +280,15 @@ def stratified_permutation_p(cur: dict[str, list[float]], base: dict[str, list[f
     n1 = np.zeros(reps, dtype=np.int64)
     for t in shared:
         values = np.array(sorted(cur[t]) + sorted(base[t]), dtype=np.float64)
-        shuffled = rng.permuted(np.tile(values, (reps, 1)), axis=1)
-        s1 += shuffled[:, : len(cur[t])].sum(axis=1)
+        s1 += _subset_sums(values, len(cur[t]), rng, reps)
         n1 += len(cur[t])
     singles = only_cur + only_base
     if singles:
         sums = np.array([math.fsum(v) for v in singles])
         counts = np.array([len(v) for v in singles], dtype=np.int64)
-        order = rng.permuted(np.tile(np.arange(len(singles)), (reps, 1)), axis=1)[:, : len(only_cur)]
-        s1 += sums[order].sum(axis=1)
-        n1 += counts[order].sum(axis=1)
+        for lo, order in _chunked_subsets(len(singles), len(only_cur), rng, reps):
+            s1[lo:lo + len(order)] += sums[order].sum(axis=1)
+            n1[lo:lo + len(order)] += counts[order].sum(axis=1)
     valid = (n1 > 0) & (n1 < total_n)
     stat = s1[valid] / n1[valid] - (total_s - s1[valid]) / (total_n - n1[valid])
     extreme = int((np.abs(stat) >= abs(observed) - 1e-12 * max(1.0, abs(observed))).sum())
