@@ -11,7 +11,8 @@ are correlated; a workflow draws each run's task from 20 tasks. Measured:
 
 - false-positive rate: fleets with no shift; the share with any ``regressed`` cell (BH at
   q ≤ 0.05 over the 8 cells), with its Monte Carlo standard error;
-- power: one workflow drops by 0.5, 1 or 2 SD from a day drawn in the last 8 days; the share of
+- power: one workflow drops by 0.5, 1 or 2 SD from a day drawn from the 3 days before the current
+  window to its second day (so the change point is not the window's edge); the share of
   fleets where that cell is ``regressed``, and the mean |change date − planted date| in days;
 - coverage: the 95% bootstrap interval over tasks of a 7-day cell (49 runs) contains the
   population mean (0), over ≥ 500 replicates; the clustered CLT interval alongside.
@@ -53,7 +54,7 @@ def _series(rng: np.random.Generator, drop: float = 0.0, from_day: int = DAYS) -
 def _fleet(seed: int, drop: float = 0.0) -> tuple[list[dict[str, Any]], int]:
     """The fleet's regressions rows (with q-values); workflow 0 carries the planted drop."""
     rng = np.random.default_rng(seed)
-    planted = DAYS - CURRENT + int(rng.integers(-1, CURRENT))  # a day in the last 8
+    planted = DAYS - CURRENT + int(rng.integers(-3, 2))  # 3 days before the current window … its 2nd day
     end = shift(START, DAYS - 1)
     rows = [regression_row(f"wf{w}", "g", _series(rng, drop if w == 0 else 0.0, planted), end, CURRENT, DAYS - CURRENT)
             for w in range(WORKFLOWS)]

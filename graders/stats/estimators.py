@@ -22,7 +22,7 @@ from numpy.random import PCG64, Generator
 Z95 = 1.959963984540054  # standard normal 0.975 quantile
 Z80 = 0.8416212335729143  # standard normal 0.80 quantile (power of the minimum detectable effect)
 TAIL_HITS = 10  # permutations as extreme as observed below which the tail is approximated
-EXACT_STRATUM = 2000  # runs of one task above which its shuffles are drawn from their normal limit
+EXACT_RUNS = 2000  # runs of rerun tasks shuffled exactly per cell; beyond, their normal limit
 CHUNK = 2_000_000  # values drawn at once: bounds memory whatever a cell's size
 
 
@@ -96,9 +96,8 @@ def _chunked_subsets(n: int, k: int, rng: Generator, reps: int) -> Iterator[tupl
 def _resample_counts(rng: Generator, n_tasks: int, reps: int) -> np.ndarray:
     """(reps, n_tasks) multiplicities of a with-replacement resample of the tasks."""
     draws = rng.integers(0, n_tasks, size=(reps, n_tasks))
-    out = np.zeros((reps, n_tasks), dtype=np.int64)
-    np.add.at(out, (np.repeat(np.arange(reps), n_tasks), draws.ravel()), 1)
-    return out
+    flat = (draws + (np.arange(reps) * n_tasks)[:, None]).ravel()
+    return np.bincount(flat, minlength=reps * n_tasks).reshape(reps, n_tasks).astype(np.int64)
 
 
 def bootstrap_means(c: Clusters, rng: Generator, reps: int) -> np.ndarray:
@@ -111,6 +110,43 @@ def bootstrap_means(c: Clusters, rng: Generator, reps: int) -> np.ndarray:
     return out
 
 
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile: exact for 1 and 2 degrees of freedom, else the Cornish–Fisher
+    expansion of Hill (1970) around the normal quantile (within 0.2% from 3 df on)."""
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    z = _normal_quantile(p)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+def _normal_quantile(p: float) -> float:
+    """Φ⁻¹(p) by bisection on erfc (only a handful of calls per cell)."""
+    lo, hi = -40.0, 40.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if 0.5 * math.erfc(-mid / math.sqrt(2)) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def expanded_level(level: float, clusters: int) -> float:
+    """The expanded percentile bootstrap's level (Hesterberg 2015): the percentile interval is
+    too narrow in small samples (it ignores the C/(C−1) bias of the plug-in variance and uses z
+    where t belongs), so it is read at the level whose normal quantile is √(C/(C−1))·t_{C−1}."""
+    if clusters < 2:
+        return level
+    z = math.sqrt(clusters / (clusters - 1)) * t_quantile((1 + level) / 2, clusters - 1)
+    return math.erf(z / math.sqrt(2))
+
+
 def percentile_interval(samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
     lo, hi = np.quantile(samples, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
@@ -121,7 +157,7 @@ def bootstrap_interval(c: Clusters, rng: Generator, reps: int = 2000, level: flo
     """Percentile interval of the mean from a bootstrap over tasks; None below two tasks."""
     if c.n_tasks < 2:
         return None
-    return percentile_interval(bootstrap_means(c, rng, reps), level)
+    return percentile_interval(bootstrap_means(c, rng, reps), expanded_level(level, c.n_tasks))
 
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
@@ -159,7 +195,7 @@ def pass_hat_k_interval(n: np.ndarray, c: np.ndarray, k: int, rng: Generator, re
     if len(per_task) < 2:
         return value, None, None, len(per_task)
     idx = rng.integers(0, len(per_task), size=(reps, len(per_task)))
-    lo, hi = percentile_interval(per_task[idx].mean(axis=1))
+    lo, hi = percentile_interval(per_task[idx].mean(axis=1), expanded_level(0.95, len(per_task)))
     return value, lo, hi, len(per_task)
 
 
@@ -168,7 +204,8 @@ def bootstrap_diff_interval(cur: Clusters, base: Clusters, rng: Generator, reps:
     """Interval of mean(cur) - mean(base), resampling tasks within each window independently."""
     if cur.n_tasks < 2 or base.n_tasks < 2:
         return None
-    return percentile_interval(bootstrap_means(cur, rng, reps) - bootstrap_means(base, rng, reps))
+    return percentile_interval(bootstrap_means(cur, rng, reps) - bootstrap_means(base, rng, reps),
+                               expanded_level(0.95, min(cur.n_tasks, base.n_tasks)))
 
 
 def permutation_p(cur: Clusters, base: Clusters, rng: Generator, reps: int = 9999) -> float | None:
@@ -235,23 +272,38 @@ def minimum_detectable_effect(se_cur: float | None, se_base: float | None) -> fl
     return (Z95 + Z80) * math.sqrt(se_cur * se_cur + se_base * se_base)
 
 
-def _subset_sums(values: np.ndarray, k: int, rng: Generator, reps: int) -> np.ndarray:
-    """``reps`` sums of a uniformly random k-subset of ``values`` (a stratum's shuffled labels).
+def _strata_sums(strata: list[tuple[np.ndarray, int]], rng: Generator, reps: int) -> np.ndarray:
+    """``reps`` draws of Σ_t (sum of a uniformly random k_t-subset of stratum t's values): the
+    shuffled labels of every stratum together.
 
-    Up to :data:`EXACT_STRATUM` values, by shuffling (in chunks of :data:`CHUNK` values); above,
-    from the normal limit of sampling without replacement (mean k·v̄, variance
-    k(m−k)/(m(m−1))·Σ(v−v̄)²), which is exact enough there and costs nothing.
+    Strata are shuffled exactly, the least normal first (smallest min(k, m−k)), while their runs
+    total at most :data:`EXACT_RUNS`; strata of equal (m, k) are shuffled in one array. The rest
+    (a cell with thousands of rerun tasks) contribute through the normal limit of their total:
+    each stratum's subset sum has mean k·v̄ and variance k(m−k)/(m(m−1))·Σ(v−v̄)², and they are
+    independent, so their sum over many strata is normal.
     """
-    m = len(values)
-    if m > EXACT_STRATUM:
-        mean = float(values.mean())
-        var = k * (m - k) / (m * (m - 1)) * float(((values - mean) ** 2).sum())
-        return k * mean + math.sqrt(var) * rng.standard_normal(reps)
-    out = np.empty(reps)
-    step = max(1, CHUNK // max(m, 1))
-    for lo in range(0, reps, step):
-        hi = min(reps, lo + step)
-        out[lo:hi] = rng.permuted(np.tile(values, (hi - lo, 1)), axis=1)[:, :k].sum(axis=1)
+    order = sorted(range(len(strata)), key=lambda i: (min(strata[i][1], len(strata[i][0]) - strata[i][1]),
+                                                      len(strata[i][0]), i))
+    exact: dict[tuple[int, int], list[np.ndarray]] = {}
+    budget, mean, var = EXACT_RUNS, 0.0, 0.0
+    for i in order:
+        values, k = strata[i]
+        m = len(values)
+        if m <= budget:
+            budget -= m
+            exact.setdefault((m, k), []).append(values)
+        else:
+            v = float(values.mean())
+            mean += k * v
+            var += k * (m - k) / (m * (m - 1)) * float(((values - v) ** 2).sum())
+    out = mean + math.sqrt(var) * rng.standard_normal(reps) if var > 0 else np.full(reps, mean)
+    for (_m, k), group in sorted(exact.items()):
+        block = np.stack(group)  # (strata, m)
+        step = max(1, CHUNK // block.size)
+        for lo in range(0, reps, step):
+            hi = min(reps, lo + step)
+            shuffled = rng.permuted(np.broadcast_to(block, (hi - lo, *block.shape)).copy(), axis=-1)
+            out[lo:hi] += shuffled[:, :, :k].sum(axis=(1, 2))
     return out
 
 
@@ -278,10 +330,9 @@ def stratified_permutation_p(cur: dict[str, list[float]], base: dict[str, list[f
         x for v in base.values() for x in v) / n_base
     s1 = np.zeros(reps)
     n1 = np.zeros(reps, dtype=np.int64)
-    for t in shared:
-        values = np.array(sorted(cur[t]) + sorted(base[t]), dtype=np.float64)
-        s1 += _subset_sums(values, len(cur[t]), rng, reps)
-        n1 += len(cur[t])
+    strata = [(np.array(sorted(cur[t]) + sorted(base[t]), dtype=np.float64), len(cur[t])) for t in shared]
+    n1 += sum(k for _, k in strata)
+    s1 += _strata_sums(strata, rng, reps)
     singles = only_cur + only_base
     if singles:
         sums = np.array([math.fsum(v) for v in singles])

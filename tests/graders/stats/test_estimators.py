@@ -140,3 +140,13 @@ def test_stratified_permutation_cancels_a_task_level_and_reaches_below_one_over_
     same = stratified_permutation_p({"t#1": [0.5, 0.6]}, {"t#1": [0.6, 0.5]}, rng_for("s"), 999)
     assert same == 1.0
     assert stratified_permutation_p({"a": [1.0]}, {"b": [0.0]}, rng_for("s"), 99) is None  # two tasks only
+
+
+def test_t_quantiles_and_the_expanded_level() -> None:
+    from graders.stats.estimators import expanded_level, t_quantile
+
+    # R: qt(0.975, c(1, 2, 3, 19, 100))
+    for df, want in ((1, 12.706205), (2, 4.302653), (3, 3.182446), (19, 2.093024), (100, 1.983972)):
+        assert t_quantile(0.975, df) == pytest.approx(want, rel=2e-3)
+    assert expanded_level(0.95, 20) == pytest.approx(0.96824, abs=1e-4)
+    assert expanded_level(0.95, 1) == 0.95 and expanded_level(0.95, 10_000) == pytest.approx(0.95, abs=1e-3)
