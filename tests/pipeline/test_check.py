@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pipeline.cli import main
 from pipeline.stats_read import read_rows, recompute_regressions
 from tests.conftest import REPO
 from tests.pipeline.stats_fleet import SHIFT_DATE, shifted_output
@@ -66,3 +67,16 @@ def test_check_does_not_import_beam() -> None:
     code = ("import sys, pipeline.cmd_check, pipeline.stats_read; "
             "sys.exit(any(m.startswith('apache_beam') for m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO, check=False).returncode == 0
+
+
+def test_the_demo_fleet_passes_the_gate_and_says_why(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    assert main(["run", "--input", str(REPO / "examples" / "fleet"), "--output", str(out), "--log-level", "ERROR",
+                 "--trace-config", str(REPO / "examples" / "trace-grader.config.yaml")]) == 0
+    done = check(str(out))
+    assert done.returncode == 0, done.stderr
+    # three days of runs: no baseline yet, and every cell says it cannot tell
+    assert "0 regressed" in done.stdout and "insufficient-data (needs" in done.stdout
+    stats = read_rows(str(out), "grader_stats")
+    assert {r["window_days"] for r in stats} == {1, 7, 28}
+    assert {r["grader_id"] for r in stats} >= {"tool-success-rate", "trace:delivered"}
