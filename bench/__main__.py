@@ -19,7 +19,7 @@ from typing import Any
 from bench.targets import all_met, judge
 
 # "trajectory" and "inline_js" come from other branches; absent modules are skipped with a note.
-PARTS: tuple[str, ...] = ("startup", "core", "pipeline", "memory", "trajectory", "inline_js", "tiers")
+PARTS: tuple[str, ...] = ("startup", "core", "pipeline", "memory", "trajectory", "inline_js", "tiers", "stats")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,6 +41,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("bigquery-ddl", "pipeline.cmd_bigquery", "print CREATE EXTERNAL TABLE statements for the output tables"),
     ("synth", "pipeline.cmd_synth",
      "write a deterministic synthetic fleet (heavy-tailed sizes, reruns, malformed runs)"),
+    ("check", "pipeline.cmd_check",
+     "exit 1 when a workflow's grades regressed (the table regressions; a CI gate after `run`)"),
 )
 COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(module for _, module, _ in COMMANDS))
 # Commands that pass Beam's own flags (--project, --temp_location, …) through to the pipeline.

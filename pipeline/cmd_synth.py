@@ -7,7 +7,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from pipeline.synth import SizeMix, SynthOptions, synth_fleet
+from pipeline.synth import SHIFTABLE, Shift, SizeMix, SynthOptions, synth_fleet, valid_date
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -32,6 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--shapes-every", type=int, default=0, metavar="N",
                    help="run i repeats the size and contents of run i mod N (default 0: every run drawn "
                    "anew); a larger fleet then differs in run count only")
+    p.add_argument("--start-date", default=SynthOptions.start_date, help="first date of the fleet (YYYY-MM-DD)")
+    p.add_argument("--shift", action="append", default=[], metavar="WORKFLOW:GRADER:DATE:EFFECT",
+                   help="plant a change: runs of WORKFLOW from DATE on get EFFECT added to "
+                   + "; ".join(f"{g}: {what}" for g, what in SHIFTABLE.items()) + " (repeatable)")
     p.set_defaults(func=handle)
 
 
@@ -43,6 +47,14 @@ def handle(args: argparse.Namespace) -> int:
     if args.shapes_every < 0:
         print("fleetgrade synth: --shapes-every must be >= 0", file=sys.stderr)
         return 2
+    if not valid_date(args.start_date):
+        print(f"fleetgrade synth: --start-date must be YYYY-MM-DD, got {args.start_date!r}", file=sys.stderr)
+        return 2
+    try:
+        shifts = tuple(Shift.parse(text) for text in args.shift)
+    except ValueError as exc:
+        print(f"fleetgrade synth: {exc}", file=sys.stderr)
+        return 2
     if out.exists() and any(out.iterdir()):
         print(f"fleetgrade synth: {out}: not empty; refusing to mix fleets", file=sys.stderr)
         return 1
@@ -50,7 +62,7 @@ def handle(args: argparse.Namespace) -> int:
         runs=args.runs, seed=args.seed, mix=SizeMix(args.medium_fraction, args.large_fraction),
         near_limit_rate=args.near_limit_rate, max_file_mib=args.max_file_mib,
         malformed_rate=args.malformed_rate, rerun_rate=args.rerun_rate, days=args.days,
-        shapes_every=args.shapes_every,
+        shapes_every=args.shapes_every, start_date=args.start_date, shifts=shifts,
     )
     entries = synth_fleet(out, opts)
     tiers = Counter(e.tier for e in entries)

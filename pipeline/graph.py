@@ -23,6 +23,7 @@ from transforms.grade import GradeRuns
 from transforms.incremental import KEEP, DiscoverAndDecide, kept_identity, stored_rows_of
 from transforms.prepare import DEAD, DEAD_STATE, PrepareRun
 from transforms.sink import WritePartitionedParquet
+from transforms.stats import FleetStats
 from transforms.trace_verdicts import GradeTraceRules, TaskReliability
 
 
@@ -120,6 +121,10 @@ def build(
     verdicts = rules["verdicts"]
     reliability = (verdicts, carried) | "Reliability" >> TaskReliability()
 
+    # Fleet statistics over the windows holding this job's regraded (or dropped) runs.
+    stats = {"grader_results": graded["grader_results"], "trace_verdicts": verdicts,
+             "drops": drops} | "Stats" >> FleetStats(output)
+
     tables = {
         "grader_results": graded["grader_results"],
         "runs": {**graded["runs"], "failed-trace-rules": rules["failed"]},
@@ -127,8 +132,10 @@ def build(
                         **{f"grade-{f}": rows for f, rows in graded["dead_letter"].items()}},
         "trace_verdicts": verdicts,
         "task_reliability": reliability,
+        "grader_stats": stats["grader_stats"],
+        "regressions": stats["regressions"],
         STATE_TABLE: state,
-        "_drops": drops,
+        "_drops": (drops, stats["drops"]) | "FlattenStatsDrops" >> beam.Flatten(),
     }
     assemble = {"runs": assemble_runs, "dead_letter": one_dead_letter_each}
     return tables | "Write" >> WritePartitionedParquet(output, token, assemble)

@@ -96,6 +96,69 @@ def sample_size(rng: random.Random, mix: SizeMix = SizeMix(), near_limit_rate: f
     return RunSize("small", calls, _lognormal_int(rng, 14, 0.7, 1, 200), _lognormal_int(rng, 6, 1.0, 0, 200))
 
 
+# Graders a planted shift can move, and what it changes per run (EFFECT is added to it):
+SHIFTABLE: Final = {
+    "tool-success-rate": "the per-call success probability (the grader's mean moves by about EFFECT)",
+    "tool-failure-count": "the per-call failure probability (EFFECT > 0 is worse)",
+    "retries": "the per-MCP-call retry probability (EFFECT > 0 is worse)",
+}
+BASE_FAILURE: Final = 0.08
+BASE_RETRY: Final = 0.05
+
+
+@dataclass(frozen=True)
+class Shift:
+    """A planted change: runs of ``workflow`` dated ``date`` or later move ``grader`` by ``effect``."""
+
+    workflow: str
+    grader: str
+    date: str
+    effect: float
+
+    @staticmethod
+    def parse(text: str) -> Shift:
+        """``WORKFLOW:GRADER:DATE:EFFECT``; raises ValueError with a message for the user."""
+        parts = text.split(":")
+        if len(parts) != 4:
+            raise ValueError(f"--shift {text}: expected WORKFLOW:GRADER:DATE:EFFECT")
+        workflow, grader, date, effect = parts
+        if workflow not in WORKFLOWS:
+            raise ValueError(f"--shift {text}: unknown workflow {workflow!r} (one of {', '.join(WORKFLOWS)})")
+        if grader not in SHIFTABLE:
+            raise ValueError(f"--shift {text}: grader {grader!r} cannot be shifted (one of {', '.join(SHIFTABLE)})")
+        try:
+            value = float(effect)
+        except ValueError:
+            value = math.nan
+        if not valid_date(date) or not math.isfinite(value):
+            raise ValueError(f"--shift {text}: DATE must be YYYY-MM-DD and EFFECT a number")
+        if not -1 <= value <= 1:
+            raise ValueError(f"--shift {text}: EFFECT must be a probability change in [-1, 1]")
+        return Shift(workflow, grader, date, value)
+
+
+def valid_date(text: str) -> bool:
+    parts = text.split("-")
+    if len(text) != 10 or len(parts) != 3 or not all(p.isascii() and p.isdigit() for p in parts):
+        return False
+    return _civil(_epoch_days(text)) == tuple(int(x) for x in parts)
+
+
+def _probabilities(shifts: tuple[Shift, ...], workflow: str, date: str) -> tuple[float, float]:
+    """(per-call failure, per-MCP-call retry) probabilities of a run after the planted shifts."""
+    fail, retry = BASE_FAILURE, BASE_RETRY
+    for s in shifts:
+        if s.workflow != workflow or date < s.date:
+            continue
+        if s.grader == "tool-success-rate":
+            fail -= s.effect
+        elif s.grader == "tool-failure-count":
+            fail += s.effect
+        else:
+            retry += s.effect
+    return min(1.0, max(0.0, fail)), min(1.0, max(0.0, retry))
+
+
 @dataclass(frozen=True)
 class SynthOptions:
     runs: int
@@ -117,6 +180,9 @@ class SynthOptions:
     # events, under the 5,000-item cap) and revisit a small set of states, as agents do.
     ir_rate: float = 0.3
     ir_heavy: bool = False
+    # Planted changes (--shift): runs they do not reach are byte-identical to the fleet without
+    # them (each run draws from its own generator); a shifted run has the same size and calls.
+    shifts: tuple[Shift, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -260,7 +326,7 @@ class _Call:
     duration_ms: int
 
 
-def _calls(rng: random.Random, size: RunSize, run_id: int, issue: int) -> list[_Call]:
+def _calls(rng: random.Random, size: RunSize, run_id: int, issue: int, fail: float = BASE_FAILURE) -> list[_Call]:
     calls = []
     t = 0.0
     prev: _Call | None = None
@@ -272,7 +338,7 @@ def _calls(rng: random.Random, size: RunSize, run_id: int, issue: int) -> list[_
             args = _arguments(rng, server, tool, issue)
         dur = _lognormal_int(rng, 400, 1.0, 5, 120_000)
         t += rng.uniform(0.5, 20.0)
-        call = _Call(i, server, tool, args, rng.random() > 0.08, f"call_{run_id}_{i}", t, dur)
+        call = _Call(i, server, tool, args, rng.random() > fail, f"call_{run_id}_{i}", t, dur)
         calls.append(call)
         prev = call
     return calls
@@ -299,7 +365,8 @@ def _token_lines(rng: random.Random, size: RunSize, base_s: int) -> Iterator[byt
         yield _dumps(rec)
 
 
-def _gateway_lines(rng: random.Random, calls: list[_Call], size: RunSize, fmt: str, base_s: int) -> Iterator[bytes]:
+def _gateway_lines(rng: random.Random, calls: list[_Call], size: RunSize, fmt: str, base_s: int,
+                   retry: float = BASE_RETRY) -> Iterator[bytes]:
     """Gateway log: one request (+ response) per MCP call, retries, errors and filler lines."""
     mcp_calls = [c for c in calls if c.server is not None]
     filler_left = size.gateway_filler
@@ -321,7 +388,7 @@ def _gateway_lines(rng: random.Random, calls: list[_Call], size: RunSize, fmt: s
         else:
             yield _dumps({"timestamp": ts, "level": "info", "type": "tool_call", "server_id": c.server,
                           "tool_name": c.tool, "payload": {"arguments": c.args}})
-        if rng.random() < 0.05:
+        if rng.random() < retry:
             yield _dumps({"timestamp": ts, "level": "warn", "event": "retry",
                           "message": f"Retrying {c.tool} after HTTP 429 (attempt 2)", "server_id": c.server})
         if not c.success and rng.random() < 0.5:
@@ -520,7 +587,9 @@ def synth_run(out: Path, run: PlannedRun, opts: SynthOptions) -> SynthRun:
     # Older runs stored the activation artifact under its artifact name.
     w.write("aw-info/aw_info.json" if rng.random() < 0.1 else "aw_info.json", info_bytes)
 
-    calls = _calls(rng, size, run.run_id, run.issue)
+    y, mo, d = _civil(base_s // 86400)
+    fail, retry = _probabilities(opts.shifts, run.workflow, f"{y:04d}-{mo:02d}-{d:02d}")
+    calls = _calls(rng, size, run.run_id, run.issue, fail)
     corrupt = kind if kind in ("truncated-jsonl", "not-utf8-jsonl", "null-lines") else None
 
     token_dir = TOKEN_USAGE_DIRS[0 if rng.random() < 0.7 else (1 if rng.random() < 0.6 else 2)]
@@ -536,7 +605,7 @@ def synth_run(out: Path, run: PlannedRun, opts: SynthOptions) -> SynthRun:
             option=orjson.OPT_INDENT_2))
 
     gw = GATEWAY_NAMES[0] if rng.random() < 0.75 else GATEWAY_NAMES[1 if rng.random() < 0.5 else 2]
-    w.write_lines(f"mcp-logs/{gw}", _gateway_lines(rng, calls, size, gw, base_s),
+    w.write_lines(f"mcp-logs/{gw}", _gateway_lines(rng, calls, size, gw, base_s, retry),
                   corrupt if corrupt in ("truncated-jsonl", "not-utf8-jsonl") else None, rng)
 
     if calls and rng.random() < 0.85:
@@ -579,7 +648,9 @@ def synth_options(opts: SynthOptions) -> dict[str, Any]:
             "ids_follow_days": True, "shapes_every": opts.shapes_every,
             # Only when set: fleets generated before these options keep their recorded options.
             **({"ir_rate": opts.ir_rate, "ir_heavy": opts.ir_heavy}
-               if (opts.ir_rate, opts.ir_heavy) != (0.3, False) else {})}
+               if (opts.ir_rate, opts.ir_heavy) != (0.3, False) else {}),
+            **({"shifts": [f"{s.workflow}:{s.grader}:{s.date}:{s.effect:g}" for s in opts.shifts]}
+               if opts.shifts else {})}
 
 
 def synth_fleet(out: Path, opts: SynthOptions) -> list[SynthRun]:

@@ -137,6 +137,7 @@ def _register_families() -> None:
     only the sink, say) knows every table without importing the modules that produce rows."""
     from schemas.observation_table import OBSERVATION_KEY, OBSERVATION_SCHEMA
     from schemas.state_table import STATE_SCHEMA, STATE_TABLE
+    from schemas.stats_tables import GRADER_STATS_FILE, REGRESSIONS_FILE
     from schemas.trace_tables import TASK_RELIABILITY, TRACE_VERDICTS, file_schema
 
     register_table("trace_verdicts", file_schema(TRACE_VERDICTS), ("run_id", "attempt"),
@@ -149,6 +150,13 @@ def _register_families() -> None:
     # A row per run folder, in its run's partition (so no worker holds the whole fleet's state),
     # rewritten whole on each run: every row is carried, replaced or dropped (transforms/incremental.py).
     register_table(STATE_TABLE, STATE_SCHEMA, ("root",), replace_table=True)
+    # Statistics per window ending on the partition's date: a recomputed cell replaces its row;
+    # cells whose windows hold no regraded run are not recomputed and stay (transforms/stats.py).
+    register_table("grader_stats", GRADER_STATS_FILE, ("grader_id", "window_days"),
+                   identity=("grader_id", "window_days"))
+    # One row per (workflow, grader) for its latest window; q-values span every row, so the
+    # table is rewritten whole on each run (rows of untouched workflows are carried).
+    register_table("regressions", REGRESSIONS_FILE, ("grader_id",), replace_table=True)
 
 
 _register_families()

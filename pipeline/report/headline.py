@@ -1,8 +1,8 @@
-"""The headline: which workflows got worse this week, on which graders, and which runs to look at.
+"""The headline: which workflows got worse, on which graders, and which runs to look at.
 
-"This week" is the 7 days ending at the latest date in the selected data (not the wall clock),
-compared with the 7 days before. A (workflow, grader) regressed when both weeks have gated
-results and this week's pass rate is lower.
+It reads ``regressions`` (docs/statistics.md): a cell is shown as worse only when its test says
+so (q ≤ 0.05 in the grader's bad direction), never from a raw difference of rates; cells with
+too little data say how many runs they need.
 """
 
 from __future__ import annotations
@@ -10,111 +10,110 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from graders.stats.cells import DEFAULT_FDR, MIN_RUNS
 from pipeline.report.html import data_attrs, esc, no_data, run_ref, section, table, td
 from pipeline.report.queries import RUNS_TO_LOOK_AT, ReportData
-from pipeline.report.svg import fmt_rate
+from pipeline.report.svg import fmt_num, mean_chart
 
-MAX_ROWS = 25
-
-
-def _rate(p: int, n: int) -> float | None:
-    return p / n if n else None
+VERDICT_BADGE = {"regressed": "regressed", "improved": "ok", "no-change": "hint", "insufficient-data": "warn"}
 
 
-def classify(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows with rates and delta, regressions first (largest drop first), then graders still failing."""
-    out = []
-    for r in rows:
-        latest, prev = _rate(r["latest_passed"], r["latest_n"]), _rate(r["previous_passed"], r["previous_n"])
-        delta = latest - prev if latest is not None and prev is not None else None
-        out.append({**r, "latest": latest, "previous": prev, "delta": delta,
-                    "regressed": delta is not None and delta < 0})
-    regressed = sorted((r for r in out if r["regressed"]),
-                       key=lambda r: (r["delta"], -r["latest_n"], r["workflow"], r["grader_id"]))
-    failing = sorted((r for r in out if not r["regressed"] and r["latest"] is not None and r["latest"] < 1),
-                     key=lambda r: (r["latest"], -r["latest_n"], r["workflow"], r["grader_id"]))
-    return regressed + failing
+def _n(v: Any) -> str:
+    return "–" if v is None else fmt_num(v)
 
 
-def workflow_rates(rows: list[dict[str, Any]]) -> dict[str, tuple[float | None, float | None]]:
-    acc: dict[str, list[int]] = {}
-    for r in rows:
-        a = acc.setdefault(r["workflow"], [0, 0, 0, 0])
-        a[0] += r["latest_passed"]
-        a[1] += r["latest_n"]
-        a[2] += r["previous_passed"]
-        a[3] += r["previous_n"]
-    return {w: (_rate(a[0], a[1]), _rate(a[2], a[3])) for w, a in sorted(acc.items())}
+def _diff(r: dict[str, Any]) -> str:
+    if r.get("diff") is None:
+        return "–"
+    text = f"{r['diff']:+.3g}"
+    if r.get("diff_low") is not None:
+        text += f' <span class="muted">[{r["diff_low"]:+.3g}, {r["diff_high"]:+.3g}]</span>'
+    return text
 
 
-def _summary(ranked: list[dict[str, Any]], rates: dict[str, tuple[float | None, float | None]],
-             has_previous: bool) -> str:
+def _state(r: dict[str, Any]) -> str:
+    v = r["verdict"]
+    badge = f'<span class="badge {VERDICT_BADGE.get(v, "hint")}">{esc(v)}</span>'
+    if v == "insufficient-data":
+        badge += (f' <span class="muted">has {r["n_current"]} + {r["n_baseline"]} runs; needs '
+                  f'{r.get("runs_needed") or 1} more (≥ {MIN_RUNS} graded runs in each window)</span>')
+    return badge
+
+
+def _regression_row(r: dict[str, Any], data: ReportData) -> str:
+    key = (r["workflow"], r["grader_id"])
+    runs = data.regression_runs.get(key)
+    look = ", ".join(run_ref(x["run_id"], x["attempt"], x["repository"]) for x in runs or [])
+    attrs = data_attrs(metric="regression", workflow=r["workflow"], grader=r["grader_id"], verdict=r["verdict"],
+                       q=_num_attr(r.get("q_value")), diff=_num_attr(r.get("diff")),
+                       change_date=r.get("change_date") or "", n_current=r["n_current"], n_baseline=r["n_baseline"])
+    dcls = "num delta-neg" if r["verdict"] == "regressed" else ("num delta-pos" if r["verdict"] == "improved" else "num")
+    row = (f"<tr {attrs}><td>{_state(r)}</td>{td(r['workflow'])}<td><code>{esc(r['grader_id'])}</code></td>"
+           f'<td class="num">{_n(r.get("mean_current"))} <span class="muted">(n={r["n_current"]})</span></td>'
+           f'<td class="num">{_n(r.get("mean_baseline"))} <span class="muted">(n={r["n_baseline"]})</span></td>'
+           f'<td class="{dcls}">{_diff(r)}</td><td class="num">{_n(r.get("q_value"))}</td>'
+           f'<td>{esc(r.get("change_date") or "–")}</td><td>{look or "–"}</td></tr>')
+    series = data.regression_series.get(key)
+    if series:
+        first = max(dt.date.fromisoformat(r["baseline_start"]), min(p["date"] for p in series))
+        chart = mean_chart(r["workflow"], r["grader_id"], series, first, dt.date.fromisoformat(r["date"]),
+                           r.get("change_date"), r["current_start"])
+        row += f'<tr class="chart-row"><td></td><td colspan="8">{chart}</td></tr>'
+    return row
+
+
+def _num_attr(v: float | None) -> str:
+    return "" if v is None else f"{v:.6g}"
+
+
+def _lede(rows: list[dict[str, Any]], fdr: float) -> str:
     worse: dict[str, list[str]] = {}
-    for r in ranked:
-        if r["regressed"]:
+    better: dict[str, list[str]] = {}
+    for r in rows:
+        if r["verdict"] == "regressed":
             worse.setdefault(r["workflow"], []).append(r["grader_id"])
-    if not has_previous:
-        return ("<b>No comparison possible:</b> the selection has no gated results in the previous 7 days. "
-                "Below: this week's failing graders, worst first.")
-    if not worse:
-        return "<b>No regressions:</b> no workflow's grader pass rate dropped compared with the week before."
-    parts = []
-    for wf, graders in sorted(worse.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        latest, prev = rates[wf]
-        parts.append(
-            f'<li data-metric="worse-workflow" {data_attrs(workflow=wf, graders=len(graders))}><b>{esc(wf)}</b> '
-            f"({fmt_rate(prev)} → {fmt_rate(latest)} overall) on {', '.join(f'<code>{esc(g)}</code>' for g in graders)}</li>")
-    n = len(worse)
-    return f"<b>{n} workflow{'s' if n != 1 else ''} got worse this week:</b><ul>{''.join(parts)}</ul>"
-
-
-def _cell(rate: float | None, passed: int, n: int) -> str:
-    if not n:
-        return '<td class="num muted">–</td>'
-    return f'<td class="num">{fmt_rate(rate)} <span class="muted">({passed}/{n})</span></td>'
-
-
-def _row(r: dict[str, Any]) -> str:
-    badge = ('<span class="badge regressed">regressed</span>' if r["regressed"]
-             else '<span class="badge failing">failing</span>')
-    changed = [what for what, flag in (("config", r["config_changed"]), ("implementation", r["implementation_changed"]))
-               if flag]
-    hint = ""
-    if changed:
-        hint = f' <span class="badge hint" title="digests differ between the two weeks">{" + ".join(changed)} changed</span>'
-    delta = "–" if r["delta"] is None else f"{100 * r['delta']:+.1f} pp"
-    dcls = "num delta-neg" if r["regressed"] else "num"
-    look = ", ".join(run_ref(x["run_id"], x["attempt"], x["repository"]) for x in (r["look_at"] or []))
-    attrs = data_attrs(metric="weekly", workflow=r["workflow"], grader=r["grader_id"],
-                       latest="" if r["latest"] is None else f"{r['latest']:.6f}",
-                       previous="" if r["previous"] is None else f"{r['previous']:.6f}",
-                       latest_n=r["latest_n"], previous_n=r["previous_n"], regressed=str(r["regressed"]).lower(),
-                       config_changed=str(bool(r["config_changed"])).lower(),
-                       implementation_changed=str(bool(r["implementation_changed"])).lower())
-    return (f"<tr {attrs}><td>{badge}</td>{td(r['workflow'])}<td><code>{esc(r['grader_id'])}</code>{hint}</td>"
-            f'{_cell(r["latest"], r["latest_passed"], r["latest_n"])}'
-            f'{_cell(r["previous"], r["previous_passed"], r["previous_n"])}'
-            f'<td class="{dcls}">{delta}</td><td>{look}</td></tr>')
+        elif r["verdict"] == "improved":
+            better.setdefault(r["workflow"], []).append(r["grader_id"])
+    short = sum(r["verdict"] == "insufficient-data" for r in rows)
+    tested = sum(r["verdict"] != "insufficient-data" for r in rows)
+    if worse:
+        items = "".join(
+            f'<li data-metric="worse-workflow" {data_attrs(workflow=wf, graders=len(gs))}><b>{esc(wf)}</b> on '
+            f"{', '.join(f'<code>{esc(g)}</code>' for g in gs)}</li>"
+            for wf, gs in sorted(worse.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+        n = len(worse)
+        text = f"<b>{n} workflow{'s' if n != 1 else ''} got worse</b> (q ≤ {fdr:g}):<ul>{items}</ul>"
+    else:
+        text = (f"<b>No workflow got worse:</b> none of the {tested} tested (workflow, grader) cells changed for "
+                f"the worse beyond chance (q ≤ {fdr:g}).")
+    if better:
+        text += f" {sum(len(g) for g in better.values())} cell(s) improved ({', '.join(esc(w) for w in sorted(better))})."
+    if short:
+        text += (f" <b>{short} cell(s) have too little data to say</b> (fewer than {MIN_RUNS} graded runs in the "
+                 "current or the baseline window); each says how many more runs it needs.")
+    return text
 
 
 def render(data: ReportData) -> str:
-    title = "Which workflows got worse this week"
+    title = "Which workflows got worse"
     if "grader_results" not in data.tables or data.latest_date is None:
         return section("headline", title, no_data("grader_results", "grader_results" in data.tables))
-    d: dt.date = data.latest_date
-    intro = (f"This week = {d - dt.timedelta(days=6)} to {d}; the week before = {d - dt.timedelta(days=13)} "
-             f"to {d - dt.timedelta(days=7)} (relative to the latest date in the data). Pass rate = passing / "
-             "gated results (errors count as not passing; graders without a threshold are informational).")
-    ranked = classify(data.weekly)
-    has_previous = any(r["previous_n"] for r in data.weekly)
-    body = f'<div class="lede">{_summary(ranked, workflow_rates(data.weekly), has_previous)}</div>'
-    if ranked:
-        shown = ranked[:MAX_ROWS]
-        more = len(ranked) - len(shown)
-        body += table(["", "workflow", "grader", ("this week", "num"), ("week before", "num"), ("Δ", "num"),
-                       f"runs to look at (latest {RUNS_TO_LOOK_AT} failing)"], (_row(r) for r in shown), "weekly wide")
-        if more:
-            body += f'<p class="muted">{more} more (workflow, grader) pairs below 100% not shown.</p>'
-    else:
-        body += '<p class="nodata">Every gated grader passed on every run this week.</p>'
+    rows = data.regressions
+    source = ("from the regressions table" if data.regressions_source == "table"
+              else "recomputed from the stored grades (the output has no regressions table, or --until asks "
+            "for earlier windows)")
+    intro = ("Each (workflow, grader): its last 7 days (ending on the workflow's latest date) against the 28 days "
+             "before, " + source + ". A cell is worse only when a test over tasks says so: a task-blocked "
+             "permutation test (Fisher's exact test for independent pass/fail runs), Benjamini–Hochberg q-values "
+             "across every cell, and the grader's direction (lower-is-better graders get worse upwards). "
+             "Intervals are 95% bootstraps resampling tasks; the change date is where the daily series "
+             "shifted (docs/statistics.md).")
+    body = f'<div class="lede">{_lede(rows, DEFAULT_FDR)}</div>'
+    shown = [r for r in rows if (r["workflow"], r["grader_id"]) in data.regression_runs]
+    if shown:
+        body += table(["verdict", "workflow", "grader", ("current", "num"), ("baseline", "num"),
+                       ("difference [95%]", "num"), ("q", "num"), "change", f"runs (worst {RUNS_TO_LOOK_AT} now)"],
+                      (_regression_row(r, data) for r in shown), "weekly wide")
+        if len(rows) > len(shown):
+            body += f'<p class="muted">{len(rows) - len(shown)} more cells (no change or too little data) not shown.</p>'
     return section("headline", title, body, intro)

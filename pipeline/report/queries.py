@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 
 from pipeline.report.scope import Selection, open_scope
+from pipeline.stats_read import recompute_regressions, worst_first
 
 GATED = "(passed IS NOT NULL OR (status = 'error' AND threshold IS NOT NULL))"
 WORST_RUNS = 25
@@ -33,8 +34,13 @@ class ReportData:
     tables: frozenset[str]
     selection: Selection
     overview: Row = field(default_factory=dict)
-    weekly: list[Row] = field(default_factory=list)
     latest_date: dt.date | None = None
+    # The headline: regressions rows (stored, or recomputed from the grades), worst first, and
+    # per shown row its runs in the current window and its daily grader_stats series.
+    regressions: list[Row] = field(default_factory=list)
+    regressions_source: str = ""
+    regression_runs: dict[tuple[str, str], list[Row]] = field(default_factory=dict)
+    regression_series: dict[tuple[str, str], list[Row]] = field(default_factory=dict)
     pass_rate: list[Row] = field(default_factory=list)
     histograms: list[Row] = field(default_factory=list)
     worst_runs: list[Row] = field(default_factory=list)
@@ -64,7 +70,7 @@ def collect(output: str, sel: Selection) -> ReportData:
         runs_join = "runs" in tables
         data.latest_date = con.execute("SELECT max(date) FROM v_grader_results").fetchall()[0][0]
         if data.latest_date is not None:
-            data.weekly = weekly(con, data.latest_date, runs_join)
+            regressions(con, output, sel, tables, data, runs_join)
         data.pass_rate = rows(con, f"""
             SELECT workflow, date, count_if(passed) AS passed, count_if({GATED}) AS gated
             FROM v_grader_results WHERE date IS NOT NULL GROUP BY ALL HAVING gated > 0 ORDER BY workflow, date""")
@@ -84,6 +90,44 @@ def collect(output: str, sel: Selection) -> ReportData:
             FROM v_dead_letter GROUP BY ALL ORDER BY n DESC, error_class, stage""")
     provenance(con, tables, data)
     return data
+
+
+SHOWN_REGRESSIONS = 40  # headline rows: every regressed and improved cell, then the rest up to this
+
+
+def _iso(v: Any) -> Any:
+    return v.isoformat() if isinstance(v, dt.date) else v
+
+
+def regressions(con: duckdb.DuckDBPyConnection, output: str, sel: Selection, tables: frozenset[str],
+                data: ReportData, runs_join: bool) -> None:
+    """The ``regressions`` rows of the selected workflows, with the runs and daily statistics of
+    the shown ones. Recomputed from the grades with the same core when the output predates the
+    table, or when --until asks for windows ending earlier than the stored ones."""
+    if "regressions" in tables and sel.until is None:
+        found = [{k: _iso(v) for k, v in r.items()} for r in rows(con, "SELECT * FROM v_regressions")]
+        data.regressions_source = "table"
+    else:
+        until = sel.until.isoformat() if sel.until else None
+        found = [r for r in recompute_regressions(output, 7, 28, until)
+                 if not sel.workflows or r["workflow"] in sel.workflows]
+        data.regressions_source = "recomputed"
+    data.regressions = worst_first(found)
+    shown = [r for r in data.regressions if r["verdict"] in ("regressed", "improved")]
+    shown += [r for r in data.regressions if r["verdict"] not in ("regressed", "improved")]
+    for r in shown[:max(SHOWN_REGRESSIONS, sum(x["verdict"] in ("regressed", "improved") for x in shown))]:
+        key = (r["workflow"], r["grader_id"])
+        worst = "DESC" if r.get("direction") == "lower_is_better" else "ASC"
+        data.regression_runs[key] = rows(con, f"""
+            SELECT run_id, attempt, date, repository, value, status FROM ({_with_repository(runs_join)})
+            WHERE workflow = ? AND grader_id = ? AND date BETWEEN ?::DATE AND ?::DATE
+            ORDER BY value {worst} NULLS LAST, date DESC, run_id, attempt LIMIT {RUNS_TO_LOOK_AT}""",
+            [r["workflow"], r["grader_id"], r["current_start"], r["date"]])
+        if r["verdict"] in ("regressed", "improved") and "grader_stats" in tables:
+            data.regression_series[key] = rows(con, """
+                SELECT date, n, mean, ci_low, ci_high FROM v_grader_stats
+                WHERE workflow = ? AND grader_id = ? AND window_days = 1 AND date BETWEEN ?::DATE AND ?::DATE
+                ORDER BY date""", [r["workflow"], r["grader_id"], r["baseline_start"], r["date"]])
 
 
 def overview(con: duckdb.DuckDBPyConnection, tables: frozenset[str]) -> Row:
@@ -114,32 +158,6 @@ def _with_repository(runs_join: bool) -> str:
         return ("SELECT g.*, r.repository FROM v_grader_results g "
                 "LEFT JOIN v_runs r USING (workflow, date, run_id, attempt)")
     return "SELECT *, NULL::VARCHAR AS repository FROM v_grader_results"
-
-
-def weekly(con: duckdb.DuckDBPyConnection, latest: dt.date, runs_join: bool) -> list[Row]:
-    """Per (workflow, grader): pass rate in the 7 days ending at the latest date vs the 7 before."""
-    return rows(con, f"""
-        WITH g AS (
-            SELECT workflow, grader_id, date, run_id, attempt, passed, repository, config_digest, implementation_digest,
-                   CASE WHEN date > ?::DATE - 7 THEN 'latest' ELSE 'previous' END AS win
-            FROM ({_with_repository(runs_join)})
-            WHERE {GATED} AND date > ?::DATE - 14 AND date <= ?::DATE)
-        SELECT workflow, grader_id,
-               count_if(win = 'latest' AND passed) AS latest_passed, count_if(win = 'latest') AS latest_n,
-               count_if(win = 'previous' AND passed) AS previous_passed, count_if(win = 'previous') AS previous_n,
-               (list(struct_pack(run_id, attempt, date, repository) ORDER BY date DESC, run_id, attempt)
-                   FILTER (WHERE win = 'latest' AND passed IS NOT TRUE))[1:{RUNS_TO_LOOK_AT}] AS look_at,
-               {_changed("config_digest")} AS config_changed,
-               {_changed("implementation_digest")} AS implementation_changed
-        FROM g GROUP BY ALL ORDER BY workflow, grader_id""", [latest, latest, latest])
-
-
-def _changed(col: str) -> str:
-    """Whether the set of digests differs between the two weeks (a likely cause of a change)."""
-    def digests(win: str) -> str:
-        return f"list_sort(list(DISTINCT {col}) FILTER (WHERE win = '{win}' AND {col} IS NOT NULL))"
-    return (f"(count_if(win = 'previous') > 0 AND count_if(win = 'latest') > 0 "
-            f"AND {digests('latest')} IS DISTINCT FROM {digests('previous')})")
 
 
 def histograms(con: duckdb.DuckDBPyConnection) -> list[Row]:

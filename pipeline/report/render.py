@@ -15,7 +15,7 @@ from schemas.version import FLEETGRADE_VERSION
 
 CSS = (Path(__file__).parent / "style.css").read_text(encoding="utf-8")
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
-NAV = (("headline", "This week"), ("pass-rate", "Pass rate"), ("graders", "Distributions"),
+NAV = (("headline", "Got worse?"), ("pass-rate", "Pass rate"), ("graders", "Distributions"),
        ("worst-runs", "Worst runs"), ("reliability", "pass^k"), ("verdicts", "Verdicts"),
        ("dead-letters", "Dead letters"), ("provenance", "Provenance"))
 

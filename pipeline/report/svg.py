@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
+from graders.stats.estimators import wilson_interval
+
 PASS, FAIL, NEUTRAL, LINE, GRID = "#2f7d43", "#c0392b", "#7b8794", "#2b6cb0", "#e3e7ec"
 VERDICT_COLORS = {"clean-pass": PASS, "pass-with-warnings": "#d69e2e", "corrupt-success": "#8e44ad", "fail": FAIL}
 VERDICTS = ("clean-pass", "pass-with-warnings", "corrupt-success", "fail")
@@ -63,7 +65,11 @@ def pass_rate_chart(workflow: str, points: Sequence[dict[str, Any]], first: dt.d
     if last != first:
         out.append(f'<text x="{w - right}" y="{h - 6}" class="tick" text-anchor="end">{last.isoformat()}</text>')
     coords = [(x(p["date"]), y(p["passed"] / p["gated"])) for p in points]
+    # The 95% Wilson interval of each day's rate: a band, so a day of 2 runs looks as unsure as it is.
+    bands = [wilson_interval(p["passed"], p["gated"]) or (0.0, 1.0) for p in points]
     if len(coords) > 1:
+        out.append(_band([(cx, y(b[1])) for (cx, _), b in zip(coords, bands, strict=True)],
+                         [(cx, y(b[0])) for (cx, _), b in zip(coords, bands, strict=True)], "pass-rate-band"))
         path = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy in coords)
         out.append(f'<polyline points="{path}" fill="none" stroke="{LINE}" stroke-width="2"/>')
     for p, (cx, cy) in zip(points, coords, strict=True):
@@ -153,3 +159,58 @@ def meter(value: float | None, label: str, extra: str = "") -> str:
     return (f'<svg class="meter" viewBox="0 0 {w} {h}" width="{w}" height="{h}" aria-label="{attr(label)}" '
             f'xmlns="http://www.w3.org/2000/svg"><rect width="{w}" height="{h}" fill="{GRID}"/>'
             f'<rect width="{w * value:.1f}" height="{h}" fill="{color}" {extra}/></svg> {value:.2f}')
+
+
+def _band(upper: Sequence[tuple[float, float]], lower: Sequence[tuple[float, float]], metric: str) -> str:
+    """A filled interval band between two polylines (upper left→right, lower back)."""
+    pts = " ".join(f"{x:.1f},{y:.1f}" for x, y in [*upper, *reversed(lower)])
+    return f'<polygon class="band" data-metric="{metric}" points="{pts}" fill="{LINE}" fill-opacity="0.15" stroke="none"/>'
+
+
+def mean_chart(workflow: str, grader: str, points: Sequence[dict[str, Any]], first: dt.date, last: dt.date,
+               change: str | None = None, current_start: str | None = None) -> str:
+    """A grader's daily mean with its 95% bootstrap-over-tasks band (``grader_stats``, 1-day
+    windows), the current window shaded and the change point marked."""
+    w, h, left, right, top, bottom = 360, 150, 48, 12, 12, 26
+    span = max((last - first).days, 1)
+    vals = [v for p in points for v in (p["mean"], p["ci_low"], p["ci_high"]) if v is not None]
+    lo, hi = (min(vals), max(vals)) if vals else (0.0, 1.0)
+    if hi == lo:
+        lo, hi = lo - 0.5, hi + 0.5
+
+    def x(d: dt.date) -> float:
+        return left + (w - left - right) * (d - first).days / span
+
+    def y(v: float) -> float:
+        return top + (h - top - bottom) * (1 - (v - lo) / (hi - lo))
+
+    out = [_open(w, h, f"daily mean of {grader}, {workflow}", "chart line-chart")]
+    if current_start:
+        cx = x(dt.date.fromisoformat(current_start))
+        out.append(f'<rect x="{cx:.1f}" y="{top}" width="{w - right - cx:.1f}" height="{h - top - bottom}" '
+                   f'fill="{GRID}" fill-opacity="0.6" data-metric="current-window"/>')
+    for v in (lo, hi):
+        out.append(f'<text x="{left - 4}" y="{y(v) + 4:.1f}" class="tick" text-anchor="end">{fmt_num(v)}</text>')
+    out.append(f'<text x="{left}" y="{h - 6}" class="tick">{first.isoformat()}</text>')
+    out.append(f'<text x="{w - right}" y="{h - 6}" class="tick" text-anchor="end">{last.isoformat()}</text>')
+    banded = [p for p in points if p["ci_low"] is not None and p["ci_high"] is not None]
+    if len(banded) > 1:
+        out.append(_band([(x(p["date"]), y(p["ci_high"])) for p in banded],
+                         [(x(p["date"]), y(p["ci_low"])) for p in banded], "mean-band"))
+    dots = [p for p in points if p["mean"] is not None]
+    if len(dots) > 1:
+        path = " ".join(f"{x(p['date']):.1f},{y(p['mean']):.1f}" for p in dots)
+        out.append(f'<polyline points="{path}" fill="none" stroke="{LINE}" stroke-width="2"/>')
+    for p in dots:
+        band = "" if p["ci_low"] is None else f" [{fmt_num(p['ci_low'])}, {fmt_num(p['ci_high'])}]"
+        out.append(
+            f'<circle cx="{x(p["date"]):.1f}" cy="{y(p["mean"]):.1f}" r="3" fill="{LINE}" data-metric="daily-mean" '
+            f'data-workflow="{attr(workflow)}" data-grader="{attr(grader)}" data-date="{p["date"].isoformat()}" '
+            f'data-value="{p["mean"]:.6g}"><title>{p["date"].isoformat()}: {fmt_num(p["mean"])}{band} '
+            f'(n={p["n"]})</title></circle>')
+    if change:
+        cx = x(dt.date.fromisoformat(change))
+        out.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{top}" y2="{h - bottom}" stroke="{FAIL}" '
+                   f'stroke-dasharray="4 3" data-metric="change-point" data-date="{change}"/>')
+    out.append("</svg>")
+    return "".join(out)

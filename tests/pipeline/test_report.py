@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
+from pipeline.stats_read import recompute_regressions, worst_first
 from pipeline.tables import connect
 from tests.conftest import REPO
 from tests.pipeline.report_fixtures import (
+    FIRST,
     HOSTILE_MESSAGE,
     HOSTILE_REPO,
     HOSTILE_RUN,
@@ -82,28 +84,18 @@ def test_pass_rate_points_match_duckdb(synth, synth_html):
         assert got[key][2] == pytest.approx(p / g, abs=1e-6)
 
 
-def test_weekly_regressions_come_first_and_match_duckdb(synth, synth_html):
-    rows = metrics(synth_html, "weekly")
-    assert rows[0]["data-workflow"] == "alpha" and rows[0]["data-grader"] == "g-rate"
-    assert rows[0]["data-regressed"] == "true"
-    assert [r["data-regressed"] for r in rows] == sorted((r["data-regressed"] for r in rows), reverse=True)
-    want = {(w, g): (lp, ln, pp, pn) for w, g, lp, ln, pp, pn in q(synth, f"""
-        SELECT workflow, grader_id,
-               count_if(passed AND date > DATE '2026-10-13'), count_if(date > DATE '2026-10-13'),
-               count_if(passed AND date <= DATE '2026-10-13'), count_if(date <= DATE '2026-10-13')
-        FROM grader_results WHERE {GATED} AND date > DATE '2026-10-06' GROUP BY ALL""")}
-    for r in rows:
-        lp, ln, pp, pn = want[(r["data-workflow"], r["data-grader"])]
-        assert (int(r["data-latest-n"]), int(r["data-previous-n"])) == (ln, pn)
-        assert float(r["data-latest"]) == pytest.approx(lp / ln, abs=1e-6)
-        assert float(r["data-previous"]) == pytest.approx(pp / pn, abs=1e-6)
-        assert (r["data-regressed"] == "true") == (lp / ln < pp / pn)
-        # cfg-a until 2026-10-10, cfg-b after: the week before mixes both, this week is cfg-b only.
-        assert r["data-config-changed"] == "true" and r["data-implementation-changed"] == "false"
-    regressed = {(w, g) for (w, g), (lp, ln, pp, pn) in want.items() if lp / ln < pp / pn}
-    assert {(r["data-workflow"], r["data-grader"]) for r in rows if r["data-regressed"] == "true"} == regressed
-    worse = metrics(synth_html, "worse-workflow")
-    assert [w["data-workflow"] for w in worse] == sorted({w for w, _ in regressed})
+def test_headline_comes_from_the_regression_tests_worst_first(synth, synth_html):
+    """The fixture has no regressions table: the headline recomputes it from the stored grades with
+    the pipeline's core, and shows a cell as worse only when its test says so."""
+    rows = metrics(synth_html, "regression")
+    want = worst_first(recompute_regressions(str(synth), 7, 28))
+    assert [(r["data-workflow"], r["data-grader"], r["data-verdict"]) for r in rows] == [
+        (r["workflow"], r["grader_id"], r["verdict"]) for r in want][:len(rows)]
+    assert (rows[0]["data-workflow"], rows[0]["data-grader"], rows[0]["data-verdict"]) == ("alpha", "g-rate", "regressed")
+    assert rows[0]["data-change-date"] == (FIRST + dt.timedelta(days=13)).isoformat(), "the planted drop's first day"
+    regressed = {r["data-workflow"] for r in rows if r["data-verdict"] == "regressed"}
+    assert [w["data-workflow"] for w in metrics(synth_html, "worse-workflow")] == sorted(regressed)
+    assert "recomputed from the stored grades" in synth_html
 
 
 def test_histograms_match_duckdb(synth, synth_html):
@@ -207,14 +199,8 @@ def test_filters_restrict_every_section(synth, tmp_path):
     assert {(a["data-error-class"], int(a["data-value"])) for a in metrics(html, "dead-letter")} == {("MetadataError", 1)}
     runs = q(synth, "SELECT count(*) FROM runs WHERE workflow IN ('beta', 'gamma') AND date BETWEEN '2026-10-05' AND '2026-10-12'")[0][0]
     assert [int(a["data-value"]) for a in metrics(html, "graded-runs")] == [runs]
-    # The week is relative to the latest selected date, 2026-10-12; --since clips the week before to 10-05.
-    assert "This week = 2026-10-06 to 2026-10-12" in html
-    prev = dict(((w, g), n) for w, g, n in q(synth, f"""
-        SELECT workflow, grader_id, count(*) FROM grader_results
-        WHERE {GATED} AND date = DATE '2026-10-05' AND workflow IN ('beta', 'gamma') GROUP BY ALL"""))
-    weekly = metrics(html, "weekly")
-    assert weekly and {r["data-workflow"] for r in weekly} <= {"beta", "gamma"}
-    assert all(int(r["data-previous-n"]) == prev[(r["data-workflow"], r["data-grader"])] for r in weekly)
+    cells = metrics(html, "regression")
+    assert cells and {r["data-workflow"] for r in cells} <= {"beta", "gamma"}
 
 
 def test_absent_tables_show_no_data_sections(tmp_path):
@@ -266,7 +252,9 @@ def test_demo_fleet_report(demo_output, capsys):
         ("MetadataError", 3), ("NoArtifactsError", 1)}
     assert len(metrics(html, "pass-rate")) == 9
     assert not [a["data-nodata"] for _, a in parse(html) if "data-nodata" in a], "every section has data"
-    assert "No comparison possible" in html, "the sample fleet spans 3 days: no previous week"
+    # The sample fleet spans 3 days: there is no baseline, and the report says so rather than guess.
+    assert "have too little data to say" in html and not metrics(html, "worse-workflow")
+    assert {a["data-verdict"] for a in metrics(html, "regression")} == {"insufficient-data"}
     links = {a["href"] for t, a in parse(html) if t == "a" and (a.get("href") or "").startswith("https:")}
     run_id = q(demo_output, "SELECT run_id FROM runs ORDER BY failed DESC, errors DESC, run_id LIMIT 1")[0][0]
     assert f"https://github.com/octo-org/widgets/actions/runs/{run_id}" in links

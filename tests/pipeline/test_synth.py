@@ -160,3 +160,26 @@ def test_fleet_runs_through_the_pipeline(tmp_path):
     # Malformed lines in graded runs are skipped and counted, not lost silently.
     warned = con.execute("SELECT count(*) FROM runs WHERE len(warnings) > 0").fetchone()[0]
     assert warned >= 1
+
+
+def test_a_planted_shift_changes_only_the_shifted_runs(tmp_path):
+    base = ["synth", "--runs", "80", "--seed", "2", "--days", "10", "--malformed-rate", "0"]
+    assert main([*base, "--out", str(tmp_path / "a")]) == 0
+    assert main([*base, "--out", str(tmp_path / "b"), "--shift", "ci-doctor:tool-success-rate:2026-11-25:-0.5"]) == 0
+    a, b = digests(tmp_path / "a"), digests(tmp_path / "b")
+    changed = {k.split("/")[0] for k in a.keys() | b.keys() if a.get(k) != b.get(k) and k != MANIFEST}
+    assert changed == {"ci-doctor"}
+    manifest = json.loads((tmp_path / "b" / MANIFEST).read_text())
+    assert manifest["options"]["shifts"] == ["ci-doctor:tool-success-rate:2026-11-25:-0.5"]
+    first = next(e["folder"] for e in manifest["fleet"] if e["workflow"] == "ci-doctor")
+    files = [k for k in a if k.startswith(first + "/")]
+    assert files and all(a[k] == b.get(k) for k in files), "a run dated before the shift is as it was"
+
+
+@pytest.mark.parametrize("shift", ["ci-doctor:tool-success-rate:2026-11-25", "nope:retries:2026-11-25:0.1",
+                                   "ci-doctor:loops:2026-11-25:0.1", "ci-doctor:retries:2026-13-01:0.1",
+                                   "ci-doctor:retries:2026-11-25:2"])
+def test_a_bad_shift_is_a_usage_error(tmp_path, capsys, shift):
+    assert main(["synth", "--runs", "5", "--out", str(tmp_path / "x"), "--shift", shift]) == 2
+    assert capsys.readouterr().err.startswith("fleetgrade synth: --shift ")
+    assert not (tmp_path / "x").exists()

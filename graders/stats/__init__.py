@@ -1,0 +1,1 @@
+"""Fleet statistics (docs/statistics.md): clustered intervals, tests and change points, Beam-free."""

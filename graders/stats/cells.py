@@ -1,0 +1,349 @@
+"""Cells of grader values and the rows of ``grader_stats`` and ``regressions`` (pure, Beam-free).
+
+A cell is (workflow, grader, window of dates). :class:`CellAcc` holds the cell's graded values
+grouped by task, plus its unavailable and error counts; adding, merging and compacting are
+associative and commutative, and every statistic is computed from the sorted contents, so the
+output never depends on how a runner bundled or ordered the inputs. Holding the values (rather
+than a sketch) costs one float per graded run of the window, about what the per-task sums the
+clustered statistics need cost anyway, and keeps quantiles exact.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from graders.stats.changepoint import Day, amoc_split
+from graders.stats.estimators import (
+    Z80,
+    Z95,
+    Clusters,
+    benjamini_hochberg,
+    bootstrap_diff_interval,
+    bootstrap_interval,
+    clustered_se,
+    fisher_exact_p,
+    minimum_detectable_effect,
+    pass_hat_k_interval,
+    quantiles,
+    rng_for,
+    sample_sd,
+    stratified_permutation_p,
+    wilson_interval,
+)
+
+HIGHER, LOWER = "higher_is_better", "lower_is_better"
+VERDICTS = ("regressed", "improved", "no-change", "insufficient-data")
+WINDOWS = (1, 7, 28)  # grader_stats: the day itself and the rolling 7 and 28 days ending on it
+PASS_KS = (1, 2, 3)
+MIN_RUNS = 5  # per window: fewer graded runs and a cell is "insufficient-data"
+MIN_TASKS = 2  # both windows together need more: a permutation of 2 tasks has one other order
+DEFAULT_FDR = 0.05
+BOOTSTRAP_REPS = 2000
+PERMUTATION_REPS = 9999
+# The grader whose value is the trace rules' `delivered` (1/0): the task_reliability outcome.
+DELIVERED = "trace:delivered"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One (run, grader) result reduced to what the statistics read."""
+
+    task: str
+    value: float | None
+    passed: bool | None
+    status: str
+    direction: str = ""
+    unit: str = ""
+
+
+@dataclass
+class CellAcc:
+    values: dict[str, list[float]] = field(default_factory=dict)  # task → graded values
+    passes: dict[str, list[int]] = field(default_factory=dict)  # task → 1/0 per gated value
+    unavailable: int = 0
+    error: int = 0
+    direction: str = ""  # the largest non-empty one seen (one per grader in practice)
+    unit: str = ""
+
+    def add(self, o: Observation) -> CellAcc:
+        self.direction = max(self.direction, o.direction or "")
+        self.unit = max(self.unit, o.unit or "")
+        if o.status == "error":
+            self.error += 1
+        elif o.status == "unavailable" or o.value is None or not math.isfinite(o.value):
+            self.unavailable += 1
+        else:
+            self.values.setdefault(o.task, []).append(float(o.value))
+            if o.passed is not None:
+                self.passes.setdefault(o.task, []).append(int(bool(o.passed)))
+        return self
+
+    def merge(self, other: CellAcc) -> CellAcc:
+        for task, vs in other.values.items():
+            self.values.setdefault(task, []).extend(vs)
+        for task, ps in other.passes.items():
+            self.passes.setdefault(task, []).extend(ps)
+        self.unavailable += other.unavailable
+        self.error += other.error
+        self.direction = max(self.direction, other.direction)
+        self.unit = max(self.unit, other.unit)
+        return self
+
+    def compact(self) -> CellAcc:
+        for vs in self.values.values():
+            vs.sort()
+        for ps in self.passes.values():
+            ps.sort()
+        return self
+
+    @property
+    def n(self) -> int:
+        return sum(len(v) for v in self.values.values())
+
+    def clusters(self) -> Clusters:
+        return Clusters.of([self.values[t] for t in sorted(self.values)])
+
+    def day(self, date: str) -> Day:
+        return Day(date, self.n, math.fsum(x for t in sorted(self.values) for x in sorted(self.values[t])))
+
+
+def merged(accs: Iterable[CellAcc]) -> CellAcc:
+    out = CellAcc()
+    for a in accs:
+        out.merge(a)
+    return out
+
+
+def _r(x: float | None) -> float | None:
+    """Rounded to 12 significant digits: no float noise in stored columns."""
+    return None if x is None or not math.isfinite(x) else float(f"{x:.12g}")
+
+
+def cell_stats(acc: CellAcc, key: tuple[Any, ...], reps: int = BOOTSTRAP_REPS) -> dict[str, Any]:
+    """The statistics columns of a ``grader_stats`` row (``key`` seeds the bootstrap)."""
+    c = acc.clusters()
+    sd = sample_sd(c.values)
+    ci = bootstrap_interval(c, rng_for(*key, "mean"), reps)
+    found = quantiles(c.values)
+    qs: list[float | None] = list(found) if found else [None, None, None]
+    tasks = sorted(acc.passes)
+    n = np.array([len(acc.passes[t]) for t in tasks], dtype=np.int64)
+    s = np.array([sum(acc.passes[t]) for t in tasks], dtype=np.int64)
+    gated, passed = int(n.sum()), int(s.sum())
+    wilson = wilson_interval(passed, gated)
+    pass_k = []
+    if gated:
+        for k in PASS_KS:
+            v, lo, hi, nt = pass_hat_k_interval(n, s, k, rng_for(*key, "pass_k", k), reps)
+            if v is not None:
+                pass_k.append({"k": k, "value": _r(v), "low": _r(lo), "high": _r(hi), "tasks": nt})
+    return {
+        "unit": acc.unit or None,
+        "direction": acc.direction or None,
+        "n": c.n,
+        "n_tasks": c.n_tasks,
+        "n_unavailable": acc.unavailable,
+        "n_error": acc.error,
+        "mean": _r(c.mean()),
+        "sd": _r(sd),
+        "se_clustered": _r(clustered_se(c)),
+        "ci_low": _r(ci[0]) if ci else None,
+        "ci_high": _r(ci[1]) if ci else None,
+        "p10": _r(qs[0]),
+        "p50": _r(qs[1]),
+        "p90": _r(qs[2]),
+        "pass_n": gated,
+        "pass_count": passed,
+        "pass_rate": _r(passed / gated) if gated else None,
+        "pass_low": _r(wilson[0]) if wilson else None,
+        "pass_high": _r(wilson[1]) if wilson else None,
+        "pass_k": pass_k,
+    }
+
+
+def _binary_unclustered(cur: CellAcc, base: CellAcc) -> bool:
+    """Pass/fail values (all 0 or 1) and no task rerun within a window: runs are independent
+    Bernoulli trials, so the exact test applies; otherwise tasks are permuted."""
+    for acc in (cur, base):
+        for vs in acc.values.values():
+            if len(vs) > 1 or any(v not in (0.0, 1.0) for v in vs):
+                return False
+    return True
+
+
+def worse(diff: float, direction: str) -> bool:
+    """A change for the worse: down for higher-is-better (the default), up for lower-is-better."""
+    return diff > 0 if direction == LOWER else diff < 0
+
+
+def verdict(row: Mapping[str, Any], fdr: float = DEFAULT_FDR, min_effect: float = 0.0) -> str:
+    """``regressed | improved | no-change | insufficient-data`` for a tested regressions row.
+
+    Significant means q ≤ ``fdr``; ``min_effect`` (in baseline standard deviations) is the
+    smallest |effect| worth a verdict other than no-change.
+    """
+    if row.get("p_value") is None or row.get("diff") is None:
+        return "insufficient-data"
+    q = row.get("q_value")
+    if q is None or q > fdr:
+        return "no-change"
+    effect = row.get("effect_size")
+    big = abs(effect) >= min_effect if effect is not None else row["diff"] != 0
+    if not big or row["diff"] == 0:
+        return "no-change"
+    return "regressed" if worse(row["diff"], row.get("direction") or HIGHER) else "improved"
+
+
+def _runs_to_detect(diff: float, n_cur: int, se_cur: float | None, se_base: float | None) -> int | None:
+    """Current-window runs at which the minimum detectable effect would reach |diff| (baseline
+    fixed, the per-run variance unchanged); None when the baseline alone is too noisy."""
+    if se_cur is None or se_base is None or diff == 0:
+        return None
+    room = (diff / (Z95 + Z80)) ** 2 - se_base * se_base
+    if room <= 0:
+        return None
+    return math.ceil(n_cur * se_cur * se_cur / room)
+
+
+def compare(
+    cur_days: Mapping[str, CellAcc],
+    base_days: Mapping[str, CellAcc],
+    key: tuple[Any, ...],
+    reps: int = BOOTSTRAP_REPS,
+    permutations: int = PERMUTATION_REPS,
+) -> dict[str, Any]:
+    """The test columns of a ``regressions`` row (everything but the q-value and verdict).
+
+    ``cur_days`` and ``base_days`` map dates to daily cells of one (workflow, grader).
+    """
+    cur, base = merged(cur_days.values()), merged(base_days.values())
+    cc, bc = cur.clusters(), base.clusters()
+    direction = max(cur.direction, base.direction) or None
+    se_c, se_b = clustered_se(cc), clustered_se(bc)
+    sd_b = sample_sd(bc.values)
+    m_c, m_b = cc.mean(), bc.mean()
+    row: dict[str, Any] = {
+        "unit": max(cur.unit, base.unit) or None,
+        "direction": direction,
+        "n_current": cc.n, "n_baseline": bc.n,
+        "tasks_current": cc.n_tasks, "tasks_baseline": bc.n_tasks,
+        "mean_current": _r(m_c), "mean_baseline": _r(m_b),
+        "diff": None, "diff_low": None, "diff_high": None, "effect_size": None,
+        "test": None, "p_value": None, "mde": _r(minimum_detectable_effect(se_c, se_b)),
+        "runs_needed": None, "change_date": None,
+    }
+    if cc.n < MIN_RUNS or bc.n < MIN_RUNS or cc.n_tasks + bc.n_tasks <= MIN_TASKS:
+        # The runs still missing on both sides (a run of another task when only tasks are short).
+        row["runs_needed"] = max(1, max(0, MIN_RUNS - cc.n) + max(0, MIN_RUNS - bc.n))
+        return row
+    assert m_c is not None and m_b is not None
+    diff = m_c - m_b
+    interval = bootstrap_diff_interval(cc, bc, rng_for(*key, "diff"), reps)
+    if _binary_unclustered(cur, base):
+        row["test"] = "fisher-exact"
+        p: float | None = fisher_exact_p(round(cc.sums.sum()), cc.n, round(bc.sums.sum()), bc.n)
+    else:
+        row["test"] = "permutation-tasks"
+        p = stratified_permutation_p(cur.values, base.values, rng_for(*key, "permutation"), permutations)
+    days = [a.day(d) for d, a in {**base_days, **cur_days}.items()]
+    split = amoc_split(days)
+    row.update({
+        "diff": _r(diff),
+        "diff_low": _r(interval[0]) if interval else None,
+        "diff_high": _r(interval[1]) if interval else None,
+        "effect_size": _r(diff / sd_b) if sd_b else None,
+        "p_value": _r(p),
+        "runs_needed": _runs_to_detect(diff, cc.n, se_c, se_b),
+        "change_date": split[0] if split else None,
+    })
+    return row
+
+
+def with_q_values(rows: list[dict[str, Any]], fdr: float = DEFAULT_FDR, min_effect: float = 0.0
+                  ) -> list[dict[str, Any]]:
+    """Benjamini–Hochberg across every tested row, then each row's verdict (new dicts)."""
+    qs = benjamini_hochberg([r.get("p_value") for r in rows])
+    out = []
+    for r, q in zip(rows, qs, strict=True):
+        r2 = {**r, "q_value": _r(q)}
+        r2["verdict"] = verdict(r2, fdr, min_effect)
+        out.append(r2)
+    return out
+
+
+def cluster_of(workflow: str, task: str | None, run_id: Any) -> str:
+    """The cluster of a run: its task, or the run itself (all its attempts) when the task is
+    only the workflow (a scheduled run has no issue or PR, and days of one schedule are not
+    reruns of one trial)."""
+    if not task or task == workflow:
+        return f"run:{run_id}"
+    return task
+
+
+def partition_observations(
+    workflow: str, grader_rows: Iterable[Mapping[str, Any]], verdict_rows: Iterable[Mapping[str, Any]]
+) -> list[tuple[str, Observation]]:
+    """(grader_id, observation) for one partition's ``grader_results`` rows, their tasks taken
+    from the partition's ``trace_verdicts`` (same run and attempt), plus one :data:`DELIVERED`
+    observation per verdict."""
+    verdicts = list(verdict_rows)
+    tasks = {(v.get("run_id"), v.get("attempt")): v.get("task") for v in verdicts}
+    out = []
+    for r in grader_rows:
+        run = (r.get("run_id"), r.get("attempt"))
+        task = cluster_of(workflow, tasks.get(run), r.get("run_id"))
+        out.append((str(r["grader_id"]), Observation(task, r.get("value"), r.get("passed"), str(r.get("status") or ""),
+                                                      r.get("direction") or "", r.get("unit") or "")))
+    for v in verdicts:
+        if v.get("delivered") is None:
+            continue
+        ok = bool(v["delivered"])
+        task = cluster_of(workflow, v.get("task"), v.get("run_id"))
+        out.append((DELIVERED, Observation(task, 1.0 if ok else 0.0, ok, "pass" if ok else "fail", HIGHER, "bool")))
+    return out
+
+
+def shift(date: str, days: int) -> str:
+    return (dt.date.fromisoformat(date) + dt.timedelta(days=days)).isoformat()
+
+
+def window_cells(daily: Mapping[str, CellAcc], end: str, days: int) -> dict[str, CellAcc]:
+    """The daily cells of the ``days`` dates ending on ``end``."""
+    start = shift(end, 1 - days)
+    return {d: a for d, a in daily.items() if start <= d <= end}
+
+
+def stats_rows(workflow: str, grader_id: str, daily: Mapping[str, CellAcc], end_dates: Iterable[str],
+               windows: Iterable[int] = WINDOWS, reps: int = BOOTSTRAP_REPS) -> list[dict[str, Any]]:
+    """``grader_stats`` rows of one (workflow, grader) for windows ending on ``end_dates``
+    (each date that has values of its own)."""
+    rows = []
+    for end in sorted(set(end_dates)):
+        if end not in daily:
+            continue
+        for w in windows:
+            acc = merged(window_cells(daily, end, w).values())
+            key = (workflow, grader_id, w, end)
+            rows.append({"workflow": workflow, "date": end, "grader_id": grader_id, "window_days": w,
+                         "start_date": shift(end, 1 - w), **cell_stats(acc, key, reps)})
+    return rows
+
+
+def regression_row(workflow: str, grader_id: str, daily: Mapping[str, CellAcc], end: str,
+                   window: int = 7, baseline: int = 28, reps: int = BOOTSTRAP_REPS,
+                   permutations: int = PERMUTATION_REPS) -> dict[str, Any]:
+    """The ``regressions`` row (before q-values) of the ``window`` days ending on ``end``
+    against the ``baseline`` days before them."""
+    base_end = shift(end, -window)
+    cur, base = window_cells(daily, end, window), window_cells(daily, base_end, baseline)
+    key = (workflow, grader_id, window, baseline, end)
+    return {"workflow": workflow, "date": end, "grader_id": grader_id, "window_days": window,
+            "baseline_days": baseline, "current_start": shift(end, 1 - window),
+            "baseline_start": shift(base_end, 1 - baseline), "baseline_end": base_end,
+            **compare(cur, base, key, reps, permutations)}

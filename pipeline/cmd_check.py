@@ -1,0 +1,120 @@
+"""``fleetgrade check OUTPUT``: the nightly gate on ``regressions`` (docs/statistics.md).
+
+Exit 1 when a cell is ``regressed`` at the chosen false-discovery rate and minimum effect, 0
+otherwise, 2 on bad usage. No Beam: the stored table is read with pyarrow, or recomputed from
+the stored grades with the pure core when other windows are asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from graders.stats.cells import DEFAULT_FDR, verdict
+from pipeline.errors import UsageError
+from pipeline.stats_read import has_table, recompute_regressions, stored_regressions, worst_first
+
+COLUMNS = ("workflow", "grader", "verdict", "current", "baseline", "diff [95% interval]", "q", "change")
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
+
+
+def _days(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 3660:
+        raise argparse.ArgumentTypeError(f"must be a whole number of days from 1 to 3660, got {text}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "check",
+        help="exit 1 when a workflow's grades regressed (the table regressions; a CI gate after `run`)",
+        description="Prints the regressions table worst first. Exit status: 1 when any cell is "
+        "'regressed' at --fdr and --min-effect, 0 otherwise, 2 on bad usage.",
+    )
+    p.add_argument("output", help="the output folder of `fleetgrade run`")
+    p.add_argument("--fdr", type=_fraction, default=DEFAULT_FDR,
+                   help="false-discovery rate: a cell counts when its BH q-value is at most this (default 0.05)")
+    p.add_argument("--min-effect", type=_non_negative, default=0.0, metavar="SD",
+                   help="smallest change that counts, in standard deviations of the baseline (default 0)")
+    p.add_argument("--window", type=_days, default=7, help="current window in days (default 7)")
+    p.add_argument("--baseline", type=_days, default=28, help="baseline window in days before it (default 28)")
+    p.add_argument("--workflow", action="append", default=[], help="only this workflow (repeatable)")
+    p.add_argument("--grader", action="append", default=[], help="only this grader id (repeatable)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.set_defaults(func=handle)
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}g}"
+
+
+def _cells(r: dict[str, Any]) -> tuple[str, ...]:
+    diff = "-"
+    if r.get("diff") is not None:
+        diff = f"{r['diff']:+.3g}"
+        if r.get("diff_low") is not None:
+            diff += f" [{r['diff_low']:+.3g}, {r['diff_high']:+.3g}]"
+    state = r["verdict"]
+    if state == "insufficient-data" and r.get("runs_needed"):
+        state += f" (needs {r['runs_needed']} more run(s))"
+    return (r["workflow"], r["grader_id"], state, f"{_num(r.get('mean_current'))} (n={r['n_current']})",
+            f"{_num(r.get('mean_baseline'))} (n={r['n_baseline']})", diff, _num(r.get("q_value"), 2),
+            r.get("change_date") or "-")
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    body = [COLUMNS, *(_cells(r) for r in rows)]
+    widths = [max(len(line[i]) for line in body) for i in range(len(COLUMNS))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in body)
+
+
+def handle(args: argparse.Namespace) -> int:
+    out = args.output
+    if not Path(out).is_dir():
+        raise UsageError("no such output folder", out)
+    if not has_table(out, "grader_results"):
+        raise UsageError("no grader_results table; run `fleetgrade run` first", out)
+    rows = stored_regressions(out, args.window, args.baseline)
+    if rows is None:
+        rows = recompute_regressions(out, args.window, args.baseline)
+    known = {r["workflow"] for r in rows}, {r["grader_id"] for r in rows}
+    for flag, wanted, present in (("--workflow", args.workflow, known[0]), ("--grader", args.grader, known[1])):
+        missing = sorted(set(wanted) - present)
+        if missing:
+            raise UsageError(f"{flag} {missing[0]} has no regressions rows", out)
+    rows = [{**r, "verdict": verdict(r, args.fdr, args.min_effect)} for r in rows
+            if (not args.workflow or r["workflow"] in args.workflow)
+            and (not args.grader or r["grader_id"] in args.grader)]
+    rows = worst_first(rows)
+    regressed = sum(r["verdict"] == "regressed" for r in rows)
+    if args.json:
+        import orjson
+
+        doc = {"fdr": args.fdr, "min_effect": args.min_effect, "window": args.window, "baseline": args.baseline,
+               "regressed": regressed, "rows": rows}
+        sys.stdout.write(orjson.dumps(doc, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(_table(rows))
+        counts = {v: sum(r["verdict"] == v for r in rows) for v in ("regressed", "improved", "no-change",
+                                                                        "insufficient-data")}
+        print(f"\n{len(rows)} cell(s): " + ", ".join(f"{n} {v}" for v, n in counts.items())
+              + f" (q ≤ {args.fdr:g}, |effect| ≥ {args.min_effect:g} SD; {args.window} days vs the "
+              f"{args.baseline} before)")
+    return 1 if regressed else 0

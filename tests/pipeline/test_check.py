@@ -1,0 +1,82 @@
+"""``fleetgrade check``: the regression gate, through the real executable."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from pipeline.cli import main
+from pipeline.stats_read import read_rows, recompute_regressions
+from tests.conftest import REPO
+from tests.pipeline.stats_fleet import SHIFT_DATE, shifted_output
+
+__all__ = ["shifted_output"]  # the fixture
+FLEETGRADE = Path(sys.executable).parent / "fleetgrade"
+
+
+def check(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(FLEETGRADE), "check", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def test_a_planted_regression_fails_the_gate_worst_first(shifted_output: Path) -> None:
+    done = check(str(shifted_output))
+    assert done.returncode == 1, done.stderr
+    header, first = done.stdout.splitlines()[:2]
+    assert header.split()[:3] == ["workflow", "grader", "verdict"]
+    assert first.split()[:3] == ["ci-doctor", "tool-success-rate", "regressed"]
+    assert SHIFT_DATE in first  # the change point lands on the planted date
+
+
+def test_json_rows_and_a_rise_is_not_a_regression(shifted_output: Path) -> None:
+    done = check(str(shifted_output), "--json")
+    assert done.returncode == 1
+    doc = json.loads(done.stdout)
+    regressed = {(r["workflow"], r["grader_id"]) for r in doc["rows"] if r["verdict"] == "regressed"}
+    assert ("ci-doctor", "tool-success-rate") in regressed
+    assert {wf for wf, _ in regressed} == {"ci-doctor"}, "only the planted workflow is flagged"
+    assert doc["regressed"] == len(regressed)
+
+
+def test_filters_thresholds_and_windows(shifted_output: Path) -> None:
+    out = str(shifted_output)
+    assert check(out, "--workflow", "issue-triage").returncode == 0
+    assert check(out, "--grader", "tool-success-rate").returncode == 1
+    assert check(out, "--min-effect", "50").returncode == 0
+    other = check(out, "--window", "5", "--baseline", "10", "--json")  # recomputed from the grades
+    assert other.returncode == 1
+    assert json.loads(other.stdout)["rows"][0]["baseline_days"] == 10
+
+
+def test_bad_usage_exits_2_with_one_line(shifted_output: Path, tmp_path: Path) -> None:
+    for args in ((str(tmp_path),), (str(shifted_output), "--fdr", "0"), (str(shifted_output), "--workflow", "nope")):
+        done = check(*args)
+        assert done.returncode == 2, args
+        assert "fleetgrade check" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_stored_rows_equal_a_recomputation(shifted_output: Path) -> None:
+    stored = sorted(read_rows(str(shifted_output), "regressions"), key=lambda r: (r["workflow"], r["grader_id"]))
+    again = recompute_regressions(str(shifted_output), 7, 28)
+    assert [{k: v for k, v in r.items() if k != "fleetgrade_version"} for r in stored] == again
+
+
+def test_check_does_not_import_beam() -> None:
+    code = ("import sys, pipeline.cmd_check, pipeline.stats_read; "
+            "sys.exit(any(m.startswith('apache_beam') for m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", code], cwd=REPO, check=False).returncode == 0
+
+
+def test_the_demo_fleet_passes_the_gate_and_says_why(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    assert main(["run", "--input", str(REPO / "examples" / "fleet"), "--output", str(out), "--log-level", "ERROR",
+                 "--trace-config", str(REPO / "examples" / "trace-grader.config.yaml")]) == 0
+    done = check(str(out))
+    assert done.returncode == 0, done.stderr
+    # three days of runs: no baseline yet, and every cell says it cannot tell
+    assert "0 regressed" in done.stdout and "insufficient-data (needs" in done.stdout
+    stats = read_rows(str(out), "grader_stats")
+    assert {r["window_days"] for r in stats} == {1, 7, 28}
+    assert {r["grader_id"] for r in stats} >= {"tool-success-rate", "trace:delivered"}

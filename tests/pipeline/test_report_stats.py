@@ -1,0 +1,27 @@
+"""The report's headline on a graded planted-shift fleet (the issue's acceptance, at test size)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.cli import main
+from tests.pipeline.stats_fleet import SHIFT_DATE, shifted_output
+from tests.pipeline.test_report import metrics
+
+__all__ = ["shifted_output"]  # the fixture
+
+
+def test_flags_the_planted_drop_and_not_the_rise(shifted_output: Path, tmp_path: Path) -> None:
+    html_path = tmp_path / "r.html"
+    assert main(["report", str(shifted_output), "--html", str(html_path)]) == 0
+    html = html_path.read_text(encoding="utf-8")
+    assert [w["data-workflow"] for w in metrics(html, "worse-workflow")] == ["ci-doctor"]
+    cells = {(r["data-workflow"], r["data-grader"]): r for r in metrics(html, "regression")}
+    assert cells[("ci-doctor", "tool-success-rate")]["data-verdict"] == "regressed"
+    assert cells[("issue-triage", "tool-success-rate")]["data-verdict"] != "regressed"
+    assert "from the regressions table" in html
+    # the regressed cell's daily chart: a bootstrap band and the change point on the planted date
+    assert metrics(html, "mean-band") and metrics(html, "pass-rate-band")
+    assert SHIFT_DATE in {m["data-date"] for m in metrics(html, "change-point")}
+    dots = [m for m in metrics(html, "daily-mean") if m["data-grader"] == "tool-success-rate"]
+    assert dots and all(m["data-workflow"] == "ci-doctor" for m in dots)

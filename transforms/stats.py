@@ -1,0 +1,268 @@
+"""``grader_stats`` and ``regressions`` (docs/statistics.md): Beam wrappers over graders/stats.
+
+Incremental: only cells whose windows contain a run graded (or dropped) by this job are
+recomputed, and only the partitions those windows span are read back.
+
+1. *Plan*: the partitions this job touches (new rows or dropped rows) and a listing of the stored
+   ``grader_results`` partitions give, per workflow, the window end dates to recompute (touched
+   date d → every date with values in [d, d + 27]), whether its regression cell (the latest
+   date L: [L − 34, L]) must be retested, and the partitions those windows span.
+2. *Observations*: per partition, the stored ``grader_results`` and ``trace_verdicts`` rows that
+   survive (not regraded, not dropped) plus this job's new rows, joined on (run, attempt) for
+   the task (graders.stats.cells.partition_observations).
+3. Daily cells: ``CombinePerKey(CellCombineFn)`` keyed by (workflow, grader, date); then per
+   (workflow, grader) the rolling windows and the regression test from the daily accumulators.
+4. q-values: Benjamini–Hochberg over this job's regression tests and the stored rows of the
+   workflows not retested (their p-values are unchanged), so the family is every cell.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from graders.parquet import decode_table
+from graders.stats.cells import (
+    WINDOWS,
+    CellAcc,
+    Observation,
+    partition_observations,
+    regression_row,
+    stats_rows,
+    with_q_values,
+)
+from schemas.version import FLEETGRADE_VERSION
+from transforms.beamfiles import join
+from transforms.incremental import _partition_values, read_table_rows
+from transforms.sink import partition_file, read_if_exists
+
+Partition = tuple[str, str]  # (workflow, date)
+DEFAULT_WINDOW, DEFAULT_BASELINE = 7, 28
+STATS_TABLES = ("grader_results", "trace_verdicts")
+
+
+class CellCombineFn(beam.CombineFn):  # type: ignore[misc]
+    """Observations of one cell → its :class:`CellAcc` (the accumulator is the output: windows
+    are merged from daily accumulators downstream)."""
+
+    def create_accumulator(self) -> CellAcc:
+        return CellAcc()
+
+    def add_input(self, mutable_accumulator: CellAcc, element: Observation) -> CellAcc:
+        return mutable_accumulator.add(element)
+
+    def merge_accumulators(self, accumulators: Iterable[CellAcc]) -> CellAcc:
+        # Into a new accumulator: none of the inputs is modified (a runner may reuse them).
+        out = CellAcc()
+        for acc in accumulators:
+            out.merge(acc)
+        return out
+
+    def compact(self, accumulator: CellAcc) -> CellAcc:
+        return accumulator.compact()
+
+    def extract_output(self, accumulator: CellAcc) -> CellAcc:
+        return accumulator.compact()
+
+
+def stored_partitions(output: str, table: str = "grader_results") -> list[Partition]:
+    """(workflow, date) of every stored partition of ``table`` (one listing)."""
+    try:
+        metas = [m for r in FileSystems.match([join(output, f"{table}/*/*/part-00000.parquet")]) for m in r.metadata_list]
+    except Exception:  # nothing stored yet
+        return []
+    out = []
+    for m in metas:
+        workflow, date = _partition_values(m.path)
+        if workflow is not None and date is not None:
+            out.append((workflow, date))
+    return sorted(set(out))
+
+
+def plan(touched: Iterable[Partition], stored: Iterable[Partition], window: int, baseline: int,
+         longest: int = max(WINDOWS)) -> dict[str, dict[str, Any]]:
+    """Per touched workflow: ``ends`` (window end dates to recompute), ``latest`` (the regression
+    cell's end when it must be retested, else None) and ``read`` (dates whose partitions the
+    windows span). Pure, so the incremental rule is tested without a pipeline."""
+    touched_by: dict[str, set[int]] = {}
+    for wf, d in touched:
+        touched_by.setdefault(wf, set()).add(_ordinal(d))
+    dates_by: dict[str, set[int]] = {}
+    for wf, d in stored:
+        dates_by.setdefault(wf, set()).add(_ordinal(d))
+    out: dict[str, dict[str, Any]] = {}
+    for wf, days in sorted(touched_by.items()):
+        dates = sorted(dates_by.get(wf, set()) | days)
+        ends = {e for d in days for e in _between(dates, d, d + longest - 1)}
+        read = {r for e in ends for r in _between(dates, e - longest + 1, e)}
+        latest = dates[-1]
+        first = latest - window - baseline + 1
+        retest = any(first <= d for d in days)
+        if retest:
+            read.update(_between(dates, first, latest))
+        out[wf] = {"ends": _iso(ends), "latest": _iso([latest])[0] if retest else None, "read": _iso(read | days)}
+    return out
+
+
+def _ordinal(date: str) -> int:
+    return dt.date.fromisoformat(date).toordinal()
+
+
+def _iso(ordinals: Iterable[int]) -> list[str]:
+    return [dt.date.fromordinal(o).isoformat() for o in sorted(ordinals)]
+
+
+def _between(dates: list[int], lo: int, hi: int) -> list[int]:
+    """The sorted ``dates`` in [lo, hi]."""
+    return dates[bisect.bisect_left(dates, lo):bisect.bisect_right(dates, hi)]
+
+
+def _slim_result(row: dict[str, Any]) -> tuple[Partition, tuple[str, dict[str, Any]]]:
+    keep = ("run_id", "attempt", "grader_id", "value", "passed", "status", "direction", "unit")
+    return (row["workflow"], row["date"]), ("g", {k: row.get(k) for k in keep})
+
+
+def _slim_verdict(row: dict[str, Any]) -> tuple[Partition, tuple[str, dict[str, Any]]]:
+    keep = ("run_id", "attempt", "task", "delivered")
+    return (row["workflow"], row["date"]), ("v", {k: row.get(k) for k in keep})
+
+
+def _drop(drop: tuple[str, str | None, str | None, tuple[Any, ...]]) -> Iterator[tuple[Partition, tuple[str, Any]]]:
+    table, wf, date, ident = drop
+    if table in STATS_TABLES and wf is not None and date is not None:
+        yield (wf, date), ("x", tuple(ident))
+
+
+class _PartitionObservations(beam.DoFn):
+    """A partition's surviving stored rows plus its new rows → ((workflow, grader, date), obs)."""
+
+    def __init__(self, output: str) -> None:
+        self.output = output
+
+    def process(self, kv: tuple[Partition, Iterable[tuple[str, Any]]]) -> Iterator[Any]:
+        (wf, date), items = kv
+        new: dict[str, list[dict[str, Any]]] = {"g": [], "v": []}
+        gone: set[tuple[Any, ...]] = set()
+        for tag, payload in items:
+            if tag in new:
+                new[tag].append(payload)
+                gone.add((payload.get("run_id"), payload.get("attempt")))
+            elif tag == "x":
+                gone.add(payload)
+        rows: dict[str, list[dict[str, Any]]] = {}
+        for table, tag in (("grader_results", "g"), ("trace_verdicts", "v")):
+            data = read_if_exists(join(self.output, partition_file(table, wf, date)))
+            stored = decode_table(table, data) if data is not None else []
+            rows[tag] = [r for r in stored if (r.get("run_id"), r.get("attempt")) not in gone] + new[tag]
+        for grader, obs in partition_observations(wf, rows["g"], rows["v"]):
+            yield (wf, grader, date), obs
+
+
+def _keyed_requests(plans: dict[str, dict[str, Any]]) -> Iterator[tuple[Partition, tuple[str, None]]]:
+    for wf, p in plans.items():
+        for d in p["read"]:
+            yield (wf, d), ("r", None)
+
+
+def _stale_stats(plans: dict[str, dict[str, Any]], output: str) -> Iterator[tuple[str, str, str, tuple[Any, ...]]]:
+    """Drops for every stored ``grader_stats`` row of the partitions being recomputed: each is
+    rewritten whole (a grader gone from a window, or a date left without runs, leaves no row)."""
+    for wf, p in sorted(plans.items()):
+        for end in p["ends"]:
+            data = read_if_exists(join(output, partition_file("grader_stats", wf, end)))
+            for row in decode_table("grader_stats", data) if data is not None else []:
+                yield "grader_stats", wf, end, (row["grader_id"], row["window_days"])
+
+
+class _SeriesRows(beam.DoFn):
+    """Daily accumulators of one (workflow, grader) → its recomputed ``grader_stats`` rows, and
+    its regression test (tagged ``tests``)."""
+
+    TESTS = "tests"
+
+    def __init__(self, window: int, baseline: int) -> None:
+        self.window, self.baseline = window, baseline
+
+    def process(self, kv: tuple[tuple[str, str], Iterable[tuple[str, CellAcc]]],
+                plans: dict[str, dict[str, Any]]) -> Iterator[Any]:
+        (wf, grader), days = kv
+        daily = dict(days)
+        p = plans.get(wf)
+        if p is None:
+            return
+        for row in stats_rows(wf, grader, daily, p["ends"]):
+            yield {**row, "fleetgrade_version": FLEETGRADE_VERSION}
+        if p["latest"] is not None:
+            yield beam.pvalue.TaggedOutput(self.TESTS, regression_row(
+                wf, grader, daily, p["latest"], self.window, self.baseline))
+
+
+def _all_regressions(_: Any, tests: list[dict[str, Any]], plans: dict[str, dict[str, Any]],
+                     output: str) -> Iterator[dict[str, Any]]:
+    """This job's tests plus the stored rows of workflows not retested, with q-values and
+    verdicts across all of them."""
+    retested = {wf for wf, p in plans.items() if p["latest"] is not None}
+    carried = [{k: v for k, v in r.items() if k not in ("q_value", "verdict")}
+               for r in read_table_rows(output, "regressions") if r["workflow"] not in retested]
+    rows = sorted([*tests, *carried], key=lambda r: (r["workflow"], r["grader_id"]))
+    for row in with_q_values(rows):
+        yield {**row, "fleetgrade_version": FLEETGRADE_VERSION}
+
+
+class FleetStats(beam.PTransform):
+    """{grader_results, trace_verdicts: this job's rows; drops: (table, workflow, date, identity)}
+    → {grader_stats, regressions: rows; drops: the stored grader_stats rows being recomputed}."""
+
+    def __init__(self, output: str, window: int = DEFAULT_WINDOW, baseline: int = DEFAULT_BASELINE) -> None:
+        super().__init__()
+        self.output, self.window, self.baseline = output, window, baseline
+
+    def expand(self, inputs: dict[str, Any]) -> dict[str, beam.PCollection]:
+        results = inputs["grader_results"]  # one collection, or one per grader family
+        parts = results if isinstance(results, dict) else {"all": results}
+        # Slimmed before they are flattened: the local runner materializes a Flatten.
+        new = (
+            *(part | f"SlimResults[{name}]" >> beam.Map(_slim_result) for name, part in sorted(parts.items())),
+            inputs["trace_verdicts"] | "SlimVerdicts" >> beam.Map(_slim_verdict),
+            inputs["drops"] | "StatsDrops" >> beam.FlatMap(_drop),
+        ) | "FlattenNew" >> beam.Flatten()
+        touched = (
+            new
+            | "TouchedKeys" >> beam.Keys()
+            | "DistinctTouched" >> beam.Distinct()
+        )
+        output, window, baseline = self.output, self.window, self.baseline
+        plans = (
+            touched.pipeline
+            | "PlanTrigger" >> beam.Create([None])
+            | "Plan" >> beam.Map(lambda _, t: plan(t, stored_partitions(output), window, baseline),
+                                 beam.pvalue.AsList(touched))
+        )
+        requests = plans | "ReadRequests" >> beam.FlatMap(_keyed_requests)
+        daily = (
+            (new, requests)
+            | "FlattenRequests" >> beam.Flatten()
+            | "GroupByPartition" >> beam.GroupByKey()
+            | "Observations" >> beam.ParDo(_PartitionObservations(output))
+            | "DailyCells" >> beam.CombinePerKey(CellCombineFn())
+        )
+        series = (
+            daily
+            | "KeyBySeries" >> beam.Map(lambda kv: ((kv[0][0], kv[0][1]), (kv[0][2], kv[1])))
+            | "GroupBySeries" >> beam.GroupByKey()
+            | "SeriesRows" >> beam.ParDo(_SeriesRows(window, baseline), beam.pvalue.AsSingleton(plans))
+            .with_outputs(_SeriesRows.TESTS, main="stats")
+        )
+        regressions = (
+            touched.pipeline
+            | "RegressionsTrigger" >> beam.Create([None])
+            | "Regressions" >> beam.FlatMap(_all_regressions, beam.pvalue.AsList(series[_SeriesRows.TESTS]),
+                                            beam.pvalue.AsSingleton(plans), output)
+        )
+        stale = plans | "StaleStats" >> beam.FlatMap(_stale_stats, output)
+        return {"grader_stats": series.stats, "regressions": regressions, "drops": stale}
