@@ -26,7 +26,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from graders.parquet import decode_table
+from graders.parquet import decode_table, is_hashed, partition_value, partition_values
 from graders.stats.cells import (
     WINDOWS,
     CellAcc,
@@ -38,7 +38,7 @@ from graders.stats.cells import (
 )
 from schemas.version import FLEETGRADE_VERSION
 from transforms.beamfiles import join
-from transforms.incremental import _partition_values, read_table_rows
+from transforms.incremental import read_table_rows
 from transforms.sink import partition_file, read_if_exists
 
 Partition = tuple[str, str]  # (workflow, date)
@@ -78,7 +78,8 @@ def stored_partitions(output: str, table: str = "grader_results") -> list[Partit
         return []
     out = []
     for m in metas:
-        workflow, date = _partition_values(m.path)
+        hashed = is_hashed(m.path.rsplit("/workflow=", 1)[-1].split("/", 1)[0])  # its name is in the file
+        workflow, date = partition_values(m.path, read_if_exists(m.path) if hashed else None)
         if workflow is not None and date is not None:
             out.append((workflow, date))
     return sorted(set(out))
