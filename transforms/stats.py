@@ -26,7 +26,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from graders.parquet import decode_table, is_hashed, partition_value, partition_values
+from graders.parquet import decode_table, is_hashed, partition_values
 from graders.stats.cells import (
     WINDOWS,
     CellAcc,
