@@ -1,0 +1,30 @@
+"""The one exception a command raises for a user's mistake, and the one line it becomes.
+
+``main()`` catches :class:`UsageError` and prints :func:`one_line`; anything else is a bug and
+may still show a traceback.
+"""
+
+from __future__ import annotations
+
+# Exit status of a usage mistake (argparse's own, so every mistake exits alike).
+USAGE_EXIT = 2
+
+
+class UsageError(Exception):
+    """A user's mistake: ``what`` went wrong, ``where`` (a path, flag or file) when known."""
+
+    def __init__(self, what: str, where: str | None = None, *, exit_code: int = USAGE_EXIT) -> None:
+        super().__init__(what)
+        self.what = what
+        self.where = where
+        self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        return f"{self.what} ({self.where})" if self.where else self.what
+
+
+def one_line(command: str | None, what: str, where: str | None = None) -> str:
+    """``fleetgrade <command>: <what> (<where>)`` on a single line."""
+    prefix = f"fleetgrade {command}" if command else "fleetgrade"
+    text = f"{what} ({where})" if where else what
+    return f"{prefix}: {' '.join(text.split())}"
