@@ -11,6 +11,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.runner import PipelineResult
 
 from pipeline.options import local_runner, pipeline_options
+from pipeline.progress import reporting
 from transforms.heap import tune_heap
 
 
@@ -28,8 +29,9 @@ def run_pipeline(args: argparse.Namespace, build: Callable[[beam.Pipeline], obje
         tune_heap()
     p = beam.Pipeline(runner=runner, options=options) if runner is not None else beam.Pipeline(options=options)
     build(p)
-    result = p.run()
-    result.wait_until_finish()
+    with reporting(enabled=runner is not None):  # one line for the whole job; never on Dataflow
+        result = p.run()
+        result.wait_until_finish()
     return result
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -11,8 +12,9 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from graders.layout import run_root_of
+from graders.layout import ARTIFACT_NAMES, RUN_DIR, run_root_of
 from graders.runfiles import DIR, LINK, sorted_entries, split_entry
+from pipeline.progress import DISCOVERED, FINISHED, Tally
 from transforms.beamfiles import join
 
 # (run root relative to input, [(rel, size, mtime seconds)])
@@ -84,12 +86,35 @@ def _walk(folder: str, rel: str) -> Iterator[tuple[str, int, float]]:
         yield rel + name, st.st_size, st.st_mtime
 
 
+def _in_run(root_rel: str, rel: str) -> bool:
+    """Whether a file of the folder at ``root_rel`` is the run's, not a nested run folder's."""
+    if not root_rel:  # the input itself is the run
+        return _belongs_to_base(rel) is not False
+    return run_root_of(root_rel + "/" + rel) == root_rel
+
+
 def list_run(base: str, root_rel: str) -> list[tuple[str, int, float]]:
     """The sorted listing of one run folder, as ``ListRuns`` lists it within the fleet."""
-    return sorted(
-        (rel, size, mtime) for rel, size, mtime in _entries(join(base, root_rel))
-        if run_root_of(root_rel + "/" + rel) == root_rel  # not a run folder's nested in it
-    )
+    return sorted((rel, size, mtime) for rel, size, mtime in _entries(join(base, root_rel)) if _in_run(root_rel, rel))
+
+
+def _belongs_to_base(rel: str) -> bool | None:
+    """Whether a file (relative to ``--input``) says the input is one run's folder: True for a
+    gh-aw artifact name at its top, not within a nested run folder; False for a file of a run
+    folder below; None for a file that says neither (a README)."""
+    parts = rel.split("/")
+    if parts[0] in ARTIFACT_NAMES and not any(RUN_DIR.match(p) for p in parts[1:-1]):
+        return True
+    return False if run_root_of(rel) is not None else None
+
+
+def hint_path(base: str, root_rel: str) -> str:
+    """The path whose folders name a run's workflow and date (layout_hints): its root relative
+    to the input, or, for an input that is one run folder, the input's own last folders."""
+    if root_rel:
+        return root_rel
+    path = base.split("://", 1)[1].split("/", 1)[-1] if _scheme(base) else base  # no gs://bucket
+    return "/".join([p for p in path.split("/") if p][-3:])
 
 
 class ListRuns(beam.DoFn):
@@ -108,12 +133,43 @@ class ListRuns(beam.DoFn):
         self.stray = Metrics.counter("fleetgrade", "stray_files_skipped")
 
     def process(self, base: str) -> Iterator[RunListing]:
+        tally = Tally("discover")  # the job's progress line (pipeline/progress.py)
+        yield from self.discover(base, tally)
+        tally.add(FINISHED)
+        tally.flush()
+
+    def discover(self, base: str, tally: Tally) -> Iterator[RunListing]:
+        for run in self._runs(base):
+            tally.add(DISCOVERED)
+            yield run
+
+    def _runs(self, base: str) -> Iterator[RunListing]:
+        """The runs of a fleet; or, when ``base`` is itself one run's folder (the first of its
+        files that tells says so), that run (root ``""``), never its own subfolders
+        (``mcp-logs/``, ``sandbox/``) as runs."""
+        entries = _entries(base)
+        # The files before the first that tells whether the input is one run's folder (READMEs).
+        head: list[tuple[str, int, float]] = []
+        own = None
+        for entry in entries:
+            head.append(entry)
+            own = _belongs_to_base(entry[0])
+            if own is not None:
+                break
+        if own:
+            listing = sorted(e for e in itertools.chain(head, entries) if _in_run("", e[0]))
+            self.files.inc(len(listing))
+            yield "", listing
+            return
+        yield from self._fleet_runs(base, itertools.chain(head, entries))
+
+    def _fleet_runs(self, base: str, entries: Iterator[tuple[str, int, float]]) -> Iterator[RunListing]:
         order = _LISTING_ORDER.get(_scheme(base))
         open_runs: dict[str, list[tuple[str, int, float]]] = {}
         last: str | None = None
         last_key: Any = None
         files = stray = 0
-        for rel, size, mtime in _entries(base):
+        for rel, size, mtime in entries:
             files += 1
             if order is not None:
                 key = order(rel)

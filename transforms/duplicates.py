@@ -1,0 +1,155 @@
+"""One fleet, one folder per run identity (issue 31, "Fleet identity").
+
+Two folders with the same (workflow, run id, attempt), e.g. one run downloaded twice, would
+both be graded into the same rows: the ``runs`` row would count both folders' graders and
+``task_reliability`` a rerun that never happened. Before any run is prepared, each run to grade
+is keyed by its identity (its ``aw_info.json``, else its path, as ``determine_run_meta`` reads
+them); a folder alone with its identity goes on unchanged. Folders sharing one are compared
+byte for byte: identical copies are graded once, from the first folder by path, and every other
+copy becomes a ``duplicate`` dead letter naming the folder graded; copies that differ are all
+dead letters naming each other, since no one of them is the run. A dead letter per extra copy
+keeps the job's count whole: runs discovered = graded + dead-lettered (+ unchanged).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+
+from graders.jsonio import MAX_FILE_SIZE
+from graders.rows import dead_letter_row
+from graders.runfiles import memory_run_files
+from graders.runmeta import AW_INFO_PATHS, determine_run_meta
+from graders.state import listing_digest
+from pipeline.progress import DONE, Tally
+from transforms.beamfiles import join
+from transforms.discover import hint_path, list_run
+from transforms.incremental import RunToGrade
+from transforms.prepare import DEAD, DEAD_STATE
+
+STAGE: Final = "duplicate"  # the dead_letter stage of a folder not graded for its identity
+Identity = tuple[str, str, int]  # (workflow, run id, attempt)
+
+
+def _read_small(path: str) -> bytes | None:
+    """A file's bytes, or None when it is absent, unreadable or over the size limit (then the
+    run is prepared alone, and preparing it reports the problem)."""
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
+            data: bytes = fh.read(MAX_FILE_SIZE + 1)
+    except Exception:  # absent (the common case for layout-only runs) or unreadable
+        return None
+    return data if len(data) <= MAX_FILE_SIZE else None
+
+
+def run_identity(base: str, root_rel: str) -> tuple[Identity, str] | None:
+    """((workflow, run id, attempt), date) as preparing the run will determine them, or None
+    when they cannot be (the run is then dead-lettered by preparation, with the reason)."""
+    root = join(base, root_rel)
+    for rel in AW_INFO_PATHS:
+        data = _read_small(join(root, rel))
+        if data is not None:
+            files = memory_run_files({rel: data}, root)
+            break
+    else:
+        files = memory_run_files({}, root)
+    try:
+        meta = determine_run_meta(files, hint_path(base, root_rel))
+    except Exception:  # unidentifiable: graded (or dead-lettered) alone
+        return None
+    return (meta.workflow, meta.run_id, meta.attempt), meta.date
+
+
+def content_digest(base: str, root_rel: str) -> str:
+    """SHA-256 of a run folder's file names, sizes and bytes: equal for byte-identical copies
+    wherever they are (modification times are not compared)."""
+    root = join(base, root_rel)
+    h = hashlib.sha256()
+    for rel, size, _ in list_run(base, root_rel):
+        file_hash = hashlib.sha256()
+        with FileSystems.open(join(root, rel), compression_type=CompressionTypes.UNCOMPRESSED) as fh:
+            while block := fh.read(1 << 20):
+                file_hash.update(block)
+        h.update(f"{rel}\0{size}\0{file_hash.hexdigest()}\n".encode())
+    return h.hexdigest()
+
+
+class _KeyByIdentity(beam.DoFn):
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def process(self, run: RunToGrade) -> Iterator[tuple[Any, tuple[str | None, RunToGrade]]]:
+        found = run_identity(self.base, run[0])
+        if found is None:  # a key of its own: it meets no other folder
+            yield ("", run[0], 0), (None, run)
+        else:
+            yield found[0], (found[1], run)
+
+
+class _Resolve(beam.DoFn):
+    """An identity's folders → the one to grade, and a dead letter for each other."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.duplicates = Metrics.counter("fleetgrade", "runs_duplicate")
+        self.dead = Metrics.counter("fleetgrade", "runs_dead_lettered")
+
+    def setup(self) -> None:
+        self._tally = Tally("duplicates")
+
+    def finish_bundle(self) -> None:
+        self._tally.flush()
+
+    def process(self, kv: tuple[Any, Iterable[tuple[str | None, RunToGrade]]]) -> Iterator[Any]:
+        key, members = kv
+        runs = sorted(members, key=lambda m: m[1][0])
+        if len(runs) == 1:
+            yield runs[0][1]
+            return
+        workflow, run_id, attempt = key
+        roots = [join(self.base, run[0]) for _, run in runs]
+        what = f"workflow {workflow!r}, run {run_id!r}, attempt {attempt}"
+        digests = {content_digest(self.base, run[0]) for _, run in runs}
+        if len(digests) == 1:
+            yield runs[0][1]
+            dead = runs[1:]
+            message = (f"same run ({what}) as {roots[0]}, with byte-identical files: "
+                       f"graded once, from {roots[0]}")
+            error_class = "DuplicateRun"
+        else:
+            dead = runs
+            message = (f"{len(runs)} folders hold the run ({what}) with different files: "
+                       f"{', '.join(roots)}; none is graded until one remains")
+            error_class = "ConflictingRuns"
+        for date, (root_rel, _, previous) in dead:
+            self.dead.inc()
+            self.duplicates.inc()
+            self._tally.add(DONE)
+            root = join(self.base, root_rel)
+            row = dead_letter_row(root, STAGE, f"{root}: {message}", run_id=run_id, workflow=workflow,
+                                  date=date, error_class=error_class)
+            yield beam.pvalue.TaggedOutput(DEAD, row)
+            yield beam.pvalue.TaggedOutput(DEAD_STATE, (row, listing_digest(list_run(self.base, root_rel)), previous))
+
+
+class ResolveDuplicates(beam.PTransform):
+    """Runs to grade → (runs to grade, one folder per identity; dead letters; their state items,
+    as ``PrepareRun`` tags them)."""
+
+    def __init__(self, base: str) -> None:
+        super().__init__()
+        self.base = base.rstrip("/")
+
+    def expand(self, runs: beam.PCollection) -> Any:
+        return (
+            runs
+            | "KeyByIdentity" >> beam.ParDo(_KeyByIdentity(self.base))
+            | "GroupByIdentity" >> beam.GroupByKey()
+            | "Resolve" >> beam.ParDo(_Resolve(self.base)).with_outputs(DEAD, DEAD_STATE, main="runs")
+        )
