@@ -84,7 +84,7 @@ def build(
     # Listed and decided against the stored state in one step.
     todo, decided_kept = p | "Discover" >> DiscoverAndDecide(input_base, output, plans, cfg, full, since, until)
     # One folder per (workflow, run id, attempt): extra copies become dead letters here.
-    unique = todo | "Identity" >> ResolveDuplicates(input_base)
+    unique = (todo, decided_kept) | "Identity" >> ResolveDuplicates(input_base)
     prepared = unique.runs | "Prepare" >> beam.ParDo(PrepareRun(input_base)).with_output_types(
         PreparedRun).with_outputs(DEAD, DEAD_STATE, main="runs")
     windowed = prepared.runs | "Window" >> beam.ParDo(_Window(since, until)).with_output_types(

@@ -9,6 +9,11 @@ byte for byte: identical copies are graded once, from the first folder by path, 
 copy becomes a ``duplicate`` dead letter naming the folder graded; copies that differ are all
 dead letters naming each other, since no one of them is the run. A dead letter per extra copy
 keeps the job's count whole: runs discovered = graded + dead-lettered (+ unchanged).
+
+On an incremental job the folders graded by earlier jobs and unchanged since take part too,
+by their stored state: a new folder holding the identity of such a run is a dead letter (its
+copy, or a conflicting one), and the run's earlier grades stay; ``--full`` compares them all
+anew.
 """
 
 from __future__ import annotations
@@ -80,16 +85,26 @@ def content_digest(base: str, root_rel: str) -> str:
     return h.hexdigest()
 
 
+# What meets under an identity: a run to grade ("run", date, RunToGrade), or a folder an earlier
+# job graded whose state is kept unchanged ("kept", root).
+Member = tuple[Any, ...]
+
+
 class _KeyByIdentity(beam.DoFn):
     def __init__(self, base: str) -> None:
         self.base = base
 
-    def process(self, run: RunToGrade) -> Iterator[tuple[Any, tuple[str | None, RunToGrade]]]:
+    def process(self, run: RunToGrade) -> Iterator[tuple[Any, Member]]:
         found = run_identity(self.base, run[0])
         if found is None:  # a key of its own: it meets no other folder
-            yield ("", run[0], 0), (None, run)
+            yield ("", run[0], 0), ("run", None, run)
         else:
-            yield found[0], (found[1], run)
+            yield found[0], ("run", found[1], run)
+
+
+def _kept_identity(state: dict[str, Any]) -> Iterator[tuple[Any, Member]]:
+    if state.get("outcome") == "graded":
+        yield (state.get("workflow"), state.get("run_id"), state.get("attempt")), ("kept", state.get("root"))
 
 
 class _Resolve(beam.DoFn):
@@ -106,28 +121,38 @@ class _Resolve(beam.DoFn):
     def finish_bundle(self) -> None:
         self._tally.flush()
 
-    def process(self, kv: tuple[Any, Iterable[tuple[str | None, RunToGrade]]]) -> Iterator[Any]:
+    def process(self, kv: tuple[Any, Iterable[Member]]) -> Iterator[Any]:
         key, members = kv
-        runs = sorted(members, key=lambda m: m[1][0])
-        if len(runs) == 1:
-            yield runs[0][1]
+        runs = sorted((m for m in members if m[0] == "run"), key=lambda m: m[2][0])
+        kept = sorted(m[1] for m in members if m[0] == "kept")
+        if not runs:
+            return
+        if kept:  # a folder graded earlier and gone since (moved, deleted) holds nothing any more
+            kept = [root for root in kept if list_run(root, "")]
+        if len(runs) == 1 and not kept:
+            yield runs[0][2]
             return
         workflow, run_id, attempt = key
-        roots = [join(self.base, run[0]) for _, run in runs]
         what = f"workflow {workflow!r}, run {run_id!r}, attempt {attempt}"
-        digests = {content_digest(self.base, run[0]) for _, run in runs}
+        # A folder graded earlier stays first: its grades are in the tables and are kept.
+        folders = [(root, None) for root in kept] + [(join(self.base, run[0]), run) for _, _, run in runs]
+        digests = {content_digest(self.base, run[0]) for _, _, run in runs}
+        digests |= {content_digest(root, "") for root in kept}
+        roots = [root for root, _ in folders]
         if len(digests) == 1:
-            yield runs[0][1]
-            dead = runs[1:]
-            message = (f"same run ({what}) as {roots[0]}, with byte-identical files: "
-                       f"graded once, from {roots[0]}")
+            first = folders[0][0]
+            if folders[0][1] is not None:
+                yield folders[0][1]
+            dead = [m for m in runs if join(self.base, m[2][0]) != first]
+            message = f"same run ({what}) as {first}, with byte-identical files: graded once, from {first}"
             error_class = "DuplicateRun"
         else:
             dead = runs
-            message = (f"{len(runs)} folders hold the run ({what}) with different files: "
-                       f"{', '.join(roots)}; none is graded until one remains")
+            message = f"{len(folders)} folders hold the run ({what}) with different files: {', '.join(roots)}; "
+            message += (f"{', '.join(kept)} keep their grades from an earlier job (--full compares them anew)"
+                        if kept else "none is graded until one remains")
             error_class = "ConflictingRuns"
-        for date, (root_rel, _, previous) in dead:
+        for _, date, (root_rel, _, previous) in dead:
             self.dead.inc()
             self.duplicates.inc()
             self._tally.add(DONE)
@@ -139,17 +164,19 @@ class _Resolve(beam.DoFn):
 
 
 class ResolveDuplicates(beam.PTransform):
-    """Runs to grade → (runs to grade, one folder per identity; dead letters; their state items,
-    as ``PrepareRun`` tags them)."""
+    """(runs to grade, stored states kept unchanged) → (runs to grade, one folder per identity;
+    dead letters; their state items, as ``PrepareRun`` tags them)."""
 
     def __init__(self, base: str) -> None:
         super().__init__()
         self.base = base.rstrip("/")
 
-    def expand(self, runs: beam.PCollection) -> Any:
+    def expand(self, inputs: tuple[beam.PCollection, beam.PCollection]) -> Any:
+        runs, kept = inputs
         return (
-            runs
-            | "KeyByIdentity" >> beam.ParDo(_KeyByIdentity(self.base))
+            (runs | "KeyByIdentity" >> beam.ParDo(_KeyByIdentity(self.base)),
+             kept | "KeptIdentities" >> beam.FlatMap(_kept_identity))
+            | "Members" >> beam.Flatten()
             | "GroupByIdentity" >> beam.GroupByKey()
             | "Resolve" >> beam.ParDo(_Resolve(self.base)).with_outputs(DEAD, DEAD_STATE, main="runs")
         )

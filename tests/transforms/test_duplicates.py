@@ -61,7 +61,7 @@ def test_identical_copies_are_graded_once_and_differing_ones_not_at_all(tmp_path
             ",".join(named)
 
     with local_test_pipeline() as p:
-        out = p | beam.Create(todo) | ResolveDuplicates(base)
+        out = (p | "Runs" >> beam.Create(todo), p | "Kept" >> beam.Create([])) | ResolveDuplicates(base)
         assert_that(out.runs | "Roots" >> beam.Map(lambda run: run[0]),
                     equal_to(["ci-doctor/run-7100403", "ci-doctor/run-7100470"]), label="graded")
         assert_that(out[DEAD] | "Dead" >> beam.Map(dead), equal_to([
@@ -81,6 +81,30 @@ def test_identical_copies_are_graded_once_and_differing_ones_not_at_all(tmp_path
 
 def _roots(base: Path) -> list[str]:
     return sorted(root for root, _ in ListRuns().process(str(base)))
+
+
+def test_a_new_folder_meets_the_folders_earlier_jobs_graded(tmp_path: Path) -> None:
+    fleet = _fleet(tmp_path)
+    base = str(fleet)
+
+    def kept(root: str, run_id: str) -> dict[str, Any]:
+        return {"root": f"{base}/{root}", "outcome": "graded", "workflow": "ci-doctor", "run_id": run_id,
+                "attempt": 1, "date": "2026-11-28"}
+
+    states = [kept("ci-doctor/run-7100403", "7100403"),  # unchanged; a byte-identical copy is new
+              kept("ci-doctor/run-7100435", "7100435"),  # unchanged; a different copy is new
+              kept("moved-away/run-7100470", "7100470"),  # gone: its run was moved to a new folder
+              {"root": f"{base}/x", "outcome": "dead", "workflow": None, "run_id": None, "attempt": None}]
+    todo = [(r, b"\0" * 8, None) for r in ("downloads-a/run-7100403", "downloads-b/run-7100435",
+                                           "ci-doctor/run-7100470")]
+    with local_test_pipeline() as p:
+        out = (p | "Runs" >> beam.Create(todo), p | "Kept" >> beam.Create(states)) | ResolveDuplicates(base)
+        assert_that(out.runs | "Roots" >> beam.Map(lambda run: run[0]), equal_to(["ci-doctor/run-7100470"]),
+                    label="graded")
+        assert_that(out[DEAD] | "Dead" >> beam.Map(lambda r: (r["input"].removeprefix(base + "/"), r["error_class"],
+                                                               f"{base}/ci-doctor/" in r["message"])),
+                    equal_to([("downloads-a/run-7100403", "DuplicateRun", True),
+                              ("downloads-b/run-7100435", "ConflictingRuns", True)]), label="dead")
 
 
 def test_an_input_that_is_one_run_folder_is_that_run(tmp_path: Path) -> None:
@@ -134,6 +158,19 @@ def test_run_counts_a_duplicate_once_and_grades_a_run_folder_input(tmp_path: Pat
         ("downloads-b/run-7100435", "duplicate", "ConflictingRuns"),
     ]
     assert len(runs) + len(dead) == 5  # every folder is a runs or a dead_letter row
+    assert sum(r["n"] for r in _rows(out, "task_reliability")) == len(runs)
+
+    # An incremental job: a third copy, new, is a duplicate of the run graded before; the
+    # earlier grades stay, and task_reliability counts the run once.
+    shutil.copytree(RUN, fleet / "downloads-c" / "run-7100403")
+    done = _run(["--input", str(fleet), "--output", str(out)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(r["root"] for r in _rows(out, "runs")) == sorted(r["root"] for r in runs)
+    dead = {d["input"].removeprefix(f"{fleet}/"): d for d in _rows(out, "dead_letter")}
+    assert dead["downloads-c/run-7100403"]["error_class"] == "DuplicateRun"
+    assert f"graded once, from {fleet}/ci-doctor/run-7100403" in dead["downloads-c/run-7100403"]["message"]
+    assert len(dead) == 4
+    assert sum(r["n"] for r in _rows(out, "task_reliability")) == len(runs)  # a trial per run, no rerun
 
     # --input at one run folder: that run, none of its subfolders as runs.
     one = tmp_path / "one"
