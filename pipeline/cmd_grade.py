@@ -62,13 +62,13 @@ def _load_trace(path: str) -> dict[str, Any]:
     try:
         data = p.read_bytes()
     except OSError as exc:
-        raise CliError(f"{path}: cannot read ({exc.strerror})") from exc
+        raise CliError(f"cannot read: {exc.strerror}", path) from exc
     try:
         trace = parse_json(data)
     except JsonError as exc:
-        raise CliError(f"{path}: not valid JSON ({exc})") from exc
+        raise CliError(f"not valid JSON: {exc}", path) from exc
     if not isinstance(trace, dict):
-        raise CliError(f"{path}: expected a JSON object (a preprocessed trace)")
+        raise CliError("expected a JSON object (a preprocessed trace)", path)
     return trace
 
 

@@ -141,9 +141,10 @@ def test_errors_name_the_file_and_exit_non_zero(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
     assert main(["grade", "--trace", str(bad), "--json"]) == 1
-    assert f"{bad}: not valid JSON" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("fleetgrade grade: not valid JSON: ") and err.endswith(f" ({bad})\n")
     assert main(["grade", "--trace", str(tmp_path / "missing.json"), "--json"]) == 1
-    assert "missing.json: cannot read" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"fleetgrade grade: cannot read: No such file or directory ({tmp_path / 'missing.json'})\n"
     empty = tmp_path / "run-5"
     empty.mkdir()
     (empty / "notes.txt").write_text("x")
