@@ -85,8 +85,8 @@ def content_digest(base: str, root_rel: str) -> str:
     return h.hexdigest()
 
 
-# What meets under an identity: a run to grade ("run", date, RunToGrade), or a folder an earlier
-# job graded whose state is kept unchanged ("kept", root).
+# A run to grade under its identity: ("run", date, RunToGrade, folders earlier jobs graded with
+# the same identity and kept unchanged).
 Member = tuple[Any, ...]
 
 
@@ -94,17 +94,18 @@ class _KeyByIdentity(beam.DoFn):
     def __init__(self, base: str) -> None:
         self.base = base
 
-    def process(self, run: RunToGrade) -> Iterator[tuple[Any, Member]]:
+    def process(self, run: RunToGrade, kept: Any) -> Iterator[tuple[Any, Member]]:
+        """``kept``: identity → roots, Beam's multimap side input (looked up one key at a time)."""
         found = run_identity(self.base, run[0])
         if found is None:  # a key of its own: it meets no other folder
-            yield ("", run[0], 0), ("run", None, run)
+            yield ("", run[0], 0), ("run", None, run, [])
         else:
-            yield found[0], ("run", found[1], run)
+            yield found[0], ("run", found[1], run, list(kept[found[0]]))
 
 
-def _kept_identity(state: dict[str, Any]) -> Iterator[tuple[Any, Member]]:
+def _kept_identity(state: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
     if state.get("outcome") == "graded":
-        yield (state.get("workflow"), state.get("run_id"), state.get("attempt")), ("kept", state.get("root"))
+        yield (state.get("workflow"), state.get("run_id"), state.get("attempt")), state.get("root")
 
 
 class _Resolve(beam.DoFn):
@@ -123,10 +124,8 @@ class _Resolve(beam.DoFn):
 
     def process(self, kv: tuple[Any, Iterable[Member]]) -> Iterator[Any]:
         key, members = kv
-        runs = sorted((m for m in members if m[0] == "run"), key=lambda m: m[2][0])
-        kept = sorted(m[1] for m in members if m[0] == "kept")
-        if not runs:
-            return
+        runs = sorted(members, key=lambda m: m[2][0])
+        kept = sorted({root for m in runs for root in m[3]})
         if kept:  # a folder graded earlier and gone since (moved, deleted) holds nothing any more
             kept = [root for root in kept if list_run(root, "")]
         if len(runs) == 1 and not kept:
@@ -135,8 +134,8 @@ class _Resolve(beam.DoFn):
         workflow, run_id, attempt = key
         what = f"workflow {workflow!r}, run {run_id!r}, attempt {attempt}"
         # A folder graded earlier stays first: its grades are in the tables and are kept.
-        folders = [(root, None) for root in kept] + [(join(self.base, run[0]), run) for _, _, run in runs]
-        digests = {content_digest(self.base, run[0]) for _, _, run in runs}
+        folders = [(root, None) for root in kept] + [(join(self.base, m[2][0]), m[2]) for m in runs]
+        digests = {content_digest(self.base, m[2][0]) for m in runs}
         digests |= {content_digest(root, "") for root in kept}
         roots = [root for root, _ in folders]
         if len(digests) == 1:
@@ -152,7 +151,7 @@ class _Resolve(beam.DoFn):
             message += (f"{', '.join(kept)} keep their grades from an earlier job (--full compares them anew)"
                         if kept else "none is graded until one remains")
             error_class = "ConflictingRuns"
-        for _, date, (root_rel, _, previous) in dead:
+        for _, date, (root_rel, _, previous), _ in dead:
             self.dead.inc()
             self.duplicates.inc()
             self._tally.add(DONE)
@@ -173,10 +172,13 @@ class ResolveDuplicates(beam.PTransform):
 
     def expand(self, inputs: tuple[beam.PCollection, beam.PCollection]) -> Any:
         runs, kept = inputs
+        # The kept folders' identities reach each run to grade as a side input: complete once
+        # discovery has listed the input, which is before any run to grade leaves its shuffle;
+        # only the runs to grade are grouped (an unchanged rerun groups nothing).
+        kept_roots = kept | "KeptIdentities" >> beam.FlatMap(_kept_identity)
         return (
-            (runs | "KeyByIdentity" >> beam.ParDo(_KeyByIdentity(self.base)),
-             kept | "KeptIdentities" >> beam.FlatMap(_kept_identity))
-            | "Members" >> beam.Flatten()
+            runs
+            | "KeyByIdentity" >> beam.ParDo(_KeyByIdentity(self.base), beam.pvalue.AsMultiMap(kept_roots))
             | "GroupByIdentity" >> beam.GroupByKey()
             | "Resolve" >> beam.ParDo(_Resolve(self.base)).with_outputs(DEAD, DEAD_STATE, main="runs")
         )
