@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,8 +46,13 @@ class PreparedRun:
         return with_entry(base, self.archived)
 
 
-def prepare_run(files: RunFiles, run_root: str) -> PreparedRun:
-    """Identity, preprocessed trace and input digest of one run; raises on an ungradable run."""
+def prepare_run(
+    files: RunFiles, run_root: str, identify: Callable[[RunFiles, str], RunMeta] = determine_run_meta
+) -> PreparedRun:
+    """Identity, preprocessed trace and input digest of one run; raises on an ungradable run.
+
+    ``identify`` finds the run's identity from its files and ``run_root``: a fleet's, by default
+    (every field required); graders/single_run.py's for a run graded on its own."""
     if not files.sizes and files.warnings:  # nothing in it can be read: say what is there
         raise UnreadableRunError(f"{files.root}: nothing in the run folder can be read: "
                                  + "; ".join(files.warnings[:5]))
@@ -57,7 +62,7 @@ def prepare_run(files: RunFiles, run_root: str) -> PreparedRun:
             f"{files.root}: no gh-aw run artifacts (aw_info.json, agent_output.json, mcp-logs/, "
             f"sandbox/, …) found; it holds {listed}"
         )
-    meta = determine_run_meta(files, run_root)
+    meta = identify(files, run_root)
     _, aw_info = read_aw_info(files)
     report = PreprocessReport(warnings=list(files.warnings))
     trace = preprocess(files, report)

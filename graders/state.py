@@ -94,7 +94,8 @@ def drops_for(previous: dict[str, Any] | None) -> list[tuple[str, str | None, st
     if previous.get("outcome") == "graded":
         ident = (previous.get("run_id"), previous.get("attempt"))
         return [(t, w, d, ident) for t in RUN_TABLES]
-    return [("dead_letter", w, d, (previous.get("root"), "prepare"))]
+    # A folder dead-lettered when read, or as a second folder of one run (transforms/duplicates.py).
+    return [("dead_letter", w, d, (previous.get("root"), stage)) for stage in ("prepare", "duplicate")]
 
 
 def unchanged(previous: dict[str, Any] | None, listing: str, grading: str) -> bool:

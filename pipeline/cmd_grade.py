@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,34 +12,43 @@ from graders.engine import grade_trace, results_document
 from graders.executors import SANDBOXED_SOURCES, close_executor, make_executor
 from graders.jscompat import js_stringify
 from graders.jsonio import JsonError, parse_json
-from graders.prepare import grade_prepared, prepare_run
+from graders.prepare import PreparedRun, grade_prepared, prepare_run
 from graders.runfiles import local_run_files
+from graders.single_run import runs_inside, single_run_meta
+from pipeline.errors import UsageError, one_line
 from pipeline.plans import PlanLoadError, load_plans
 
 
-class CliError(Exception):
-    """A problem with the command's input; printed as ``fleetgrade <cmd>: <message>``, exit 1."""
+class CliError(UsageError):
+    """A problem with the command's input: ``fleetgrade <cmd>: <what> (<where>)``, exit 1."""
+
+    def __init__(self, what: str, where: str | None = None) -> None:
+        super().__init__(what, where, exit_code=1)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     g = sub.add_parser(
         "grade",
         help="grade one run folder (or a preprocessed trace) and write gh-aw's grader files",
-        description="Writes grader_manifest.json, grader_payload.json and grader_results.json "
-        "(graders.md §3–§4) into --out, or prints grader_results.json with --json.",
+        description="Prints grader_results.json (graders.md §4) to stdout, or writes "
+        "grader_manifest.json, grader_payload.json and grader_results.json (graders.md §3–§4) "
+        "into --out. Nothing is written into the run folder.",
     )
     src = g.add_mutually_exclusive_group(required=True)
-    src.add_argument("run_dir", nargs="?", help="a run's artifact folder")
+    src.add_argument("run_dir", nargs="?", help="a run's artifact folder (aw_info.json optional)")
     src.add_argument("--trace", metavar="TRACE.json", help="an already preprocessed trace (grader_payload.json)")
     g.add_argument("--graders", metavar="FILE", help="graders map (YAML/JSON) or a gh-aw workflow .md")
-    g.add_argument("--out", metavar="DIR", help="where to write the files (default: <run>/agent/graders)")
-    g.add_argument("--json", action="store_true", help="print grader_results.json to stdout instead")
+    g.add_argument("--out", metavar="DIR",
+                   help="write gh-aw's three files here (not inside the run folder); default: print "
+                   "grader_results.json to stdout")
+    g.add_argument("--json", action="store_true", help="print grader_results.json to stdout (the default "
+                   "without --out)")
     g.add_argument("--allow-unsandboxed", action="store_true",
                    help="DANGEROUS: run evaluators without bubblewrap when no sandbox can be created")
     g.set_defaults(func=handle_grade)
 
     p = sub.add_parser("preprocess", help="print a run's preprocessed trace (grader_payload.json) as JSON")
-    p.add_argument("run_dir", help="a run's artifact folder")
+    p.add_argument("run_dir", help="a run's artifact folder (aw_info.json optional)")
     p.set_defaults(func=handle_preprocess)
 
 
@@ -52,20 +62,47 @@ def _load_trace(path: str) -> dict[str, Any]:
     try:
         data = p.read_bytes()
     except OSError as exc:
-        raise CliError(f"{path}: cannot read ({exc.strerror})") from exc
+        raise CliError(f"cannot read: {exc.strerror}", path) from exc
     try:
         trace = parse_json(data)
     except JsonError as exc:
-        raise CliError(f"{path}: not valid JSON ({exc})") from exc
+        raise CliError(f"not valid JSON: {exc}", path) from exc
     if not isinstance(trace, dict):
-        raise CliError(f"{path}: expected a JSON object (a preprocessed trace)")
+        raise CliError("expected a JSON object (a preprocessed trace)", path)
     return trace
 
 
 def _run_dir(path: str) -> Path:
     p = Path(path)
     if not p.is_dir():
-        raise CliError(f"{path}: not a directory")
+        raise CliError("not a directory", path)
+    return p
+
+
+def _prepare(root: Path) -> PreparedRun:
+    """One run folder, identity optional; a folder of runs is refused (it is not one run)."""
+    files = local_run_files(root)
+    runs = runs_inside(files)
+    if runs:
+        shown = ", ".join(runs[:3]) + (", …" if len(runs) > 3 else "")
+        if all("/" not in r for r in runs):
+            what = f"this is a workflow folder ({len(runs)} run folder(s): {shown}); pass one of its run folders"
+        else:
+            what = (f"this folder holds {len(runs)} runs ({shown}); pass one run folder, or grade them all "
+                    "with `fleetgrade run --input`")
+        raise UsageError(what, str(root))
+    return prepare_run(files, os.path.abspath(root), single_run_meta)
+
+
+def _out_dir(out: str, run: Path | None) -> Path:
+    """``--out``, refused inside the input run folder: grading never changes its input's listing."""
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise UsageError("--out must be a folder, and this is a file", out)
+    if run is not None:
+        target, source = os.path.realpath(p), os.path.realpath(run)
+        if os.path.commonpath([target, source]) == source:
+            raise UsageError("--out is inside the input run folder; write the files elsewhere", out)
     return p
 
 
@@ -77,13 +114,13 @@ def handle_grade(args: argparse.Namespace) -> int:
         prep = None
         if args.trace:
             trace = _load_trace(args.trace)
-            out_dir = Path(args.out) if args.out else None
+            out_dir = _out_dir(args.out, None) if args.out else None
         else:
             root = _run_dir(args.run_dir)
-            prep = prepare_run(local_run_files(root), root.name)
+            out_dir = _out_dir(args.out, root) if args.out else None
+            prep = _prepare(root)
             trace, evals = prep.trace, prep.evals
             run_id, attempt = prep.meta.run_id, prep.meta.attempt
-            out_dir = Path(args.out) if args.out else root / "agent" / "graders"
         executors = {}
         for source in SANDBOXED_SOURCES:
             ex = make_executor(source, args.allow_unsandboxed)
@@ -99,15 +136,15 @@ def handle_grade(args: argparse.Namespace) -> int:
             for ex in executors.values():
                 close_executor(ex)
         doc = results_document(results, run_id=run_id, attempt=attempt, evals=evals)
-    except (CliError, PlanLoadError, ValueError) as exc:
-        print(f"fleetgrade grade: {exc}", file=sys.stderr)
+    except UsageError as exc:
+        print(one_line("grade", exc.what, exc.where), file=sys.stderr)
+        return exc.exit_code
+    except (PlanLoadError, ValueError) as exc:
+        print(one_line("grade", str(exc)), file=sys.stderr)
         return 1
-    if args.json:
+    if args.json or out_dir is None:  # stdout by default: the run folder is input, never written to
         sys.stdout.write(_pretty(doc) + "\n")
         return 0
-    if out_dir is None:
-        print("fleetgrade grade: --out DIR or --json is required with --trace", file=sys.stderr)
-        return 2
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "grader_manifest.json").write_text(_pretty(plan.manifest()))
     (out_dir / "grader_payload.json").write_text(js_stringify(trace) or "null")
@@ -118,10 +155,12 @@ def handle_grade(args: argparse.Namespace) -> int:
 
 def handle_preprocess(args: argparse.Namespace) -> int:
     try:
-        root = _run_dir(args.run_dir)
-        prep = prepare_run(local_run_files(root), root.name)
-    except (CliError, ValueError) as exc:
-        print(f"fleetgrade preprocess: {exc}", file=sys.stderr)
+        prep = _prepare(_run_dir(args.run_dir))
+    except UsageError as exc:
+        print(one_line("preprocess", exc.what, exc.where), file=sys.stderr)
+        return exc.exit_code
+    except ValueError as exc:
+        print(one_line("preprocess", str(exc)), file=sys.stderr)
         return 1
     for warning in prep.report.warnings:
         print(f"fleetgrade preprocess: warning: {warning}", file=sys.stderr)

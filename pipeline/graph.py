@@ -19,6 +19,7 @@ from graders.rows import assemble_runs, one_dead_letter_each
 from graders.state import GradingDigests, dead_state, drops_for, graded_state
 from graders.trace_rules.config import TraceConfig, default_config
 from schemas.state_table import STATE_TABLE
+from transforms.duplicates import ResolveDuplicates
 from transforms.grade import GradeRuns
 from transforms.incremental import KEEP, DiscoverAndDecide, kept_identity, stored_rows_of
 from transforms.prepare import DEAD, DEAD_STATE, PrepareRun
@@ -83,7 +84,9 @@ def build(
     cfg = trace_config or default_config()
     # Listed and decided against the stored state in one step.
     todo, decided_kept = p | "Discover" >> DiscoverAndDecide(input_base, output, plans, cfg, full, since, until)
-    prepared = todo | "Prepare" >> beam.ParDo(PrepareRun(input_base)).with_output_types(
+    # One folder per (workflow, run id, attempt): extra copies become dead letters here.
+    unique = (todo, decided_kept) | "Identity" >> ResolveDuplicates(input_base)
+    prepared = unique.runs | "Prepare" >> beam.ParDo(PrepareRun(input_base)).with_output_types(
         PreparedRun).with_outputs(DEAD, DEAD_STATE, main="runs")
     windowed = prepared.runs | "Window" >> beam.ParDo(_Window(since, until)).with_output_types(
         PreparedRun).with_outputs(KEEP, main="runs")
@@ -97,10 +100,12 @@ def build(
         **kept,
         "graded": runs | "GradedState" >> beam.ParDo(_StateRows(plans, cfg)),
         "dead": prepared[DEAD_STATE] | "DeadState" >> beam.ParDo(_StateRows(plans, cfg)),
+        "duplicate": unique[DEAD_STATE] | "DuplicateState" >> beam.ParDo(_StateRows(plans, cfg)),
     }
     drops = (
         runs | "PreviousRows" >> beam.FlatMap(lambda prep: drops_for(prep.previous)),
         prepared[DEAD_STATE] | "PreviousDeadRows" >> beam.FlatMap(lambda item: drops_for(item[2])),
+        unique[DEAD_STATE] | "PreviousDuplicateRows" >> beam.FlatMap(lambda item: drops_for(item[2])),
     ) | "FlattenDrops" >> beam.Flatten()
 
     # task_reliability covers every run of a task: the new verdicts plus the stored verdicts of
@@ -128,7 +133,7 @@ def build(
     tables = {
         "grader_results": graded["grader_results"],
         "runs": {**graded["runs"], "failed-trace-rules": rules["failed"]},
-        "dead_letter": {"prepare": prepared[DEAD], "grade-trace-rules": rules["dead_letter"],
+        "dead_letter": {"prepare": prepared[DEAD], "duplicate": unique[DEAD], "grade-trace-rules": rules["dead_letter"],
                         **{f"grade-{f}": rows for f, rows in graded["dead_letter"].items()}},
         "trace_verdicts": verdicts,
         "task_reliability": reliability,

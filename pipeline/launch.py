@@ -72,8 +72,11 @@ def run_pipeline(args: argparse.Namespace, options: PipelineOptions, p: beam.Pip
         else:  # the others would run the job: serialize the graph a runner would be handed
             p.to_runner_api()
         return None
-    result = p.run()
-    result.wait_until_finish()
+    from transforms.progress import reporting
+
+    with reporting(enabled=local_runner(args.runner) is not None):  # one line for the job; never on Dataflow
+        result = p.run()
+        result.wait_until_finish()
     return result
 
 

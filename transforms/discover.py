@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -10,9 +11,10 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from graders.layout import run_root_of
+from graders.layout import ARTIFACT_NAMES, RUN_DIR, run_root_of
 from graders.runfiles import NOT_UTF8, shown_name, utf8_name, walk_local
 from transforms.beamfiles import join
+from transforms.progress import DISCOVERED, FINISHED, Tally
 
 # (run root relative to input, [(rel, size, mtime seconds)])
 RunListing = tuple[str, list[tuple[str, int, float]]]
@@ -67,12 +69,19 @@ def _local_entries(top: str) -> Iterator[tuple[str, int, float]]:
     return walk_local(top)
 
 
+def _in_run(root_rel: str, rel: str) -> bool:
+    """Whether a file of the folder at ``root_rel`` is the run's, not a nested run folder's."""
+    if not root_rel:  # the input itself is the run
+        return _belongs_to_base(rel) is not False
+    return run_root_of(root_rel + "/" + rel) == root_rel
+
+
 def list_run(base: str, root_rel: str) -> list[tuple[str, int, float]]:
     """The sorted listing of one run folder, as ``ListRuns`` lists it within the fleet."""
     listing = sorted(
         (rel, size, mtime) for rel, size, mtime in _entries(join(base, root_rel))
         # "." is the folder itself, which could not be read; a run folder's nested in it is not its
-        if rel == "." or run_root_of(root_rel + "/" + rel) == root_rel
+        if rel == "." or _in_run(root_rel, rel)
     )
     if not listing and _scheme(base) == "" and _shown_not_utf8(join(base, root_rel)):
         listing = [(".", NOT_UTF8, 0.0)]  # a folder discovery did not enter for its name
@@ -87,6 +96,25 @@ def _shown_not_utf8(path: str) -> bool:
     except OSError:
         return False
     return any(not utf8_name(name) and shown_name(name) == leaf for name in names)
+
+
+def _belongs_to_base(rel: str) -> bool | None:
+    """Whether a file (relative to ``--input``) says the input is one run's folder: True for a
+    gh-aw artifact name at its top, not within a nested run folder; False for a file of a run
+    folder below; None for a file that says neither (a README)."""
+    parts = rel.split("/")
+    if parts[0] in ARTIFACT_NAMES and not any(RUN_DIR.match(p) for p in parts[1:-1]):
+        return True
+    return False if run_root_of(rel) is not None else None
+
+
+def hint_path(base: str, root_rel: str) -> str:
+    """The path whose folders name a run's workflow and date (layout_hints): its root relative
+    to the input, or, for an input that is one run folder, the input's own last folders."""
+    if root_rel:
+        return root_rel
+    path = base.split("://", 1)[1].split("/", 1)[-1] if _scheme(base) else base  # no gs://bucket
+    return "/".join([p for p in path.split("/") if p][-3:])
 
 
 class ListRuns(beam.DoFn):
@@ -105,12 +133,43 @@ class ListRuns(beam.DoFn):
         self.stray = Metrics.counter("fleetgrade", "stray_files_skipped")
 
     def process(self, base: str) -> Iterator[RunListing]:
+        tally = Tally("discover")  # the job's progress line (transforms/progress.py)
+        yield from self.discover(base, tally)
+        tally.add(FINISHED)
+        tally.flush()
+
+    def discover(self, base: str, tally: Tally) -> Iterator[RunListing]:
+        for run in self._runs(base):
+            tally.add(DISCOVERED)
+            yield run
+
+    def _runs(self, base: str) -> Iterator[RunListing]:
+        """The runs of a fleet; or, when ``base`` is itself one run's folder (the first of its
+        files that tells says so), that run (root ``""``), never its own subfolders
+        (``mcp-logs/``, ``sandbox/``) as runs."""
+        entries = _entries(base)
+        # The files before the first that tells whether the input is one run's folder (READMEs).
+        head: list[tuple[str, int, float]] = []
+        own = None
+        for entry in entries:
+            head.append(entry)
+            own = _belongs_to_base(entry[0])
+            if own is not None:
+                break
+        if own:
+            listing = sorted(e for e in itertools.chain(head, entries) if _in_run("", e[0]))
+            self.files.inc(len(listing))
+            yield "", listing
+            return
+        yield from self._fleet_runs(base, itertools.chain(head, entries))
+
+    def _fleet_runs(self, base: str, entries: Iterator[tuple[str, int, float]]) -> Iterator[RunListing]:
         order = _LISTING_ORDER.get(_scheme(base))
         open_runs: dict[str, list[tuple[str, int, float]]] = {}
         last: str | None = None
         last_key: Any = None
         files = stray = 0
-        for rel, size, mtime in _entries(base):
+        for rel, size, mtime in entries:
             files += 1
             if order is not None and size >= 0:  # an entry not read is shown, not sorted, by its name
                 key = order(rel)

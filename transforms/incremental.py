@@ -18,6 +18,7 @@ from graders.trace_rules.config import TraceConfig
 from schemas.state_table import STATE_TABLE
 from transforms.beamfiles import join
 from transforms.discover import ListRuns
+from transforms.progress import FINISHED, KEPT, Tally
 from transforms.sink import partition_file, read_if_exists, table_globs
 
 KEEP = "keep"
@@ -117,22 +118,27 @@ class _ListAndDecide(ListRuns):
         stored = stored_state(self.output)
         todo: list[RunToGrade] = []
         batches = 0
-        for root_rel, listing in super().process(self.base):
+        tally = Tally("discover")  # one file: the runs kept are counted when discovery is said done
+        for root_rel, listing in self.discover(self.base, tally):
             self.discovered.inc()
             previous = previous_state(stored.pop(join(self.base, root_rel)))
             digest = listing_digest(listing)
             if previous is not None and not self.in_window(previous.get("date")):
                 self.window.inc()
+                tally.add(KEPT)
                 yield beam.pvalue.TaggedOutput(KEEP, previous)
             elif not self.full and unchanged(previous, digest, self.digests.for_workflow(
                     previous.get("workflow") if previous else None)):
                 self.unchanged.inc()
+                tally.add(KEPT)
                 yield beam.pvalue.TaggedOutput(KEEP, previous)
             else:
                 todo.append((root_rel, listing_fingerprint(digest), previous))
                 if len(todo) >= self.batch:
                     yield batches, batch_runs(todo)
                     batches, todo = batches + 1, []
+        tally.add(FINISHED)
+        tally.flush()
         if todo:
             yield batches, batch_runs(todo)
         for states in stored.drain():  # the input is gone: its rows stay (history), and so does its state

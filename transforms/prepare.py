@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import pickle
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,8 +15,9 @@ from graders.prepare import PreparedRun, prepare_run
 from graders.rows import dead_letter_row
 from graders.state import listing_digest, listing_fingerprint
 from transforms.beamfiles import beam_run_files, join
-from transforms.discover import RunListing, list_run
+from transforms.discover import RunListing, hint_path, list_run
 from transforms.heap import tune_gc, tune_heap
+from transforms.progress import DONE, Tally
 
 DEAD = "dead_letter"
 DEAD_STATE = "dead_state"  # (dead-letter row, listing digest, previous state) for the state table
@@ -70,21 +70,13 @@ class PrepareRun(beam.DoFn):
     def setup(self) -> None:
         tune_heap()  # a worker: its heap must not grow with the runs it has read
         tune_gc()  # nor its start-up objects, or a run's while it is graded, be walked by collections
-        self._count = 0
-        self._started = time.monotonic()
-        self._last_log = self._started
+        self._tally = Tally("prepare")  # the job's progress line (transforms/progress.py)
 
-    def _progress(self) -> None:
-        """A progress line every 10 s per worker: runs done and rate."""
-        self._count += 1
-        now = time.monotonic()
-        if now - self._last_log >= 10:
-            self._last_log = now
-            rate = self._count / max(now - self._started, 1e-9)
-            LOG.info("progress: %d run(s) read by this worker, %.1f runs/s", self._count, rate)
+    def finish_bundle(self) -> None:
+        self._tally.flush()
 
     def process(self, element: RunToRead) -> Iterator[Any]:
-        self._progress()
+        self._tally.add(DONE)
         # From the incremental decision, the run is listed again here and graded as it is now.
         root_rel = element[0]
         root = join(self.base, root_rel)
@@ -111,14 +103,14 @@ class PrepareRun(beam.DoFn):
                                         "(it had when discovered)")
             files = beam_run_files(root, listing)
             try:
-                prep: PreparedRun = prepare_run(files, root_rel)
+                prep: PreparedRun = prepare_run(files, hint_path(self.base, root_rel))
             finally:
                 self.bytes.inc(files.bytes_read)
         except Exception as exc:  # every ungradable run becomes a row, never a failed job
             self.dead.inc()
             LOG.warning("dead letter: %s", exc)
             # Partition the dead letter by what the path says, when it says anything.
-            workflow, run_id, date = layout_hints(root_rel)
+            workflow, run_id, date = layout_hints(hint_path(self.base, root_rel))
             row = dead_letter_row(root, "prepare", exc, run_id=run_id, workflow=workflow, date=date)
             yield beam.pvalue.TaggedOutput(DEAD, row)
             yield beam.pvalue.TaggedOutput(DEAD_STATE, (row, digest, previous))

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from graders.plan import default_plan
 from pipeline.cli import main
 from schemas.documents import GraderResultsFile, Manifest, PreprocessedTrace
-from tests.conformance.ghaw_cases import CASES_DIR
+from tests.conformance.ghaw_cases import CASES_DIR, deep_equal, result_disagreements
 from tests.conftest import REPO
 
+FLEETGRADE = Path(sys.executable).parent / "fleetgrade"  # the installed executable
 RUN = sorted((REPO / "examples" / "fleet" / "ci-doctor").glob("run-*"))[0]
 
 
@@ -24,12 +30,90 @@ def test_grade_writes_the_three_gh_aw_files(tmp_path):
     assert (tmp_path / "grader_results.json").read_text().startswith('{\n  "version": 1,\n  "run": {\n')
 
 
-def test_grade_default_out_is_the_runs_graders_folder(tmp_path):
+def _listing(folder):
+    return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+def test_grade_without_out_prints_and_never_writes_into_the_run(tmp_path):
     run = tmp_path / "run-1"
     shutil.copytree(RUN, run)
+    before = _listing(tmp_path)
+    done = subprocess.run([str(FLEETGRADE), "grade", str(run)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    doc = GraderResultsFile.model_validate_json(done.stdout)
+    assert doc.run.graderCount == len(default_plan().entries)
+    assert _listing(tmp_path) == before  # nothing written, in the run or beside it
+
+
+def test_grade_refuses_out_inside_the_run_folder(tmp_path, capsys):
+    run = tmp_path / "wf" / "run-1"
+    shutil.copytree(RUN, run)
+    before = _listing(run)
+    for out in (run, run / "agent" / "graders", run / "new"):
+        assert main(["grade", str(run), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err == f"fleetgrade grade: --out is inside the input run folder; write the files elsewhere ({out})\n"
+    assert _listing(run) == before
+    assert main(["grade", str(run), "--out", str(tmp_path / "wf" / "graded")]) == 0  # beside it is fine
+
+
+def test_grade_a_bare_artifact_folder_reads_identity_from_its_whole_path(tmp_path, capsys):
+    run = tmp_path / "ci-doctor" / "2026-03-02" / "run-4242"
+    shutil.copytree(RUN, run)
+    (run / "aw_info.json").unlink()
     assert main(["grade", str(run)]) == 0
-    assert sorted(p.name for p in (run / "agent" / "graders").iterdir()) == [
-        "grader_manifest.json", "grader_payload.json", "grader_results.json"]
+    assert json.loads(capsys.readouterr().out)["run"]["id"] == "4242"
+    from graders.runfiles import local_run_files
+    from graders.single_run import single_run_meta
+
+    meta = single_run_meta(local_run_files(run), str(run))
+    assert (meta.workflow, meta.run_id, meta.date, meta.metadata_source) == ("ci-doctor", "4242", "2026-03-02", "layout")
+    anon = tmp_path / "download" / "artifacts"  # a folder name that says nothing: no identity, still graded
+    shutil.copytree(run, anon)
+    meta = single_run_meta(local_run_files(anon), str(anon))
+    assert (meta.workflow, meta.run_id, meta.date) == ("", "", "")
+    assert main(["preprocess", str(anon)]) == 0
+    PreprocessedTrace.model_validate_json(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("path,hints", [
+    ("/x/ci-doctor/run-17", ("ci-doctor", "17", None)),
+    ("/x/ci-doctor/date=2026-01-05/run-17", ("ci-doctor", "17", "2026-01-05")),
+    ("/x/ci-doctor/123456", ("ci-doctor", "123456", None)),
+    ("/x/case-0001-raw-x/raw", (None, None, None)),
+    ("/2026-01-05/raw", (None, None, "2026-01-05")),
+    ("run-9", (None, "9", None)),
+])
+def test_path_hints(path, hints):
+    from graders.single_run import path_hints
+
+    assert path_hints(path) == hints
+
+
+def test_grade_a_conformance_raw_folder_as_the_reference_does(capsys):
+    case = CASES_DIR / "case-0007-raw-retries-and-errors"
+    before = _listing(case)
+    assert main(["grade", str(case / "raw")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    expected = json.loads((case / "expected.json").read_text())["results"]
+    assert [r["id"] for r in doc["results"]] == [r["id"] for r in expected]
+    for got, want in zip(doc["results"], expected, strict=True):
+        assert result_disagreements(got, want) == [], got["id"]
+    assert doc["run"]["id"] == ""
+    assert main(["preprocess", str(case / "raw")]) == 0
+    assert deep_equal(json.loads(capsys.readouterr().out), json.loads((case / "expected.json").read_text())["trace"])
+    assert _listing(case) == before
+
+
+def test_a_workflow_or_fleet_folder_is_refused_in_one_line(capsys):
+    workflow = RUN.parent
+    assert main(["grade", str(workflow)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fleetgrade grade: this is a workflow folder (") and err.count("\n") == 1
+    assert err.rstrip().endswith(f"pass one of its run folders ({workflow})")
+    assert main(["preprocess", str(workflow.parent)]) == 2
+    err = capsys.readouterr().err
+    assert "pass one run folder, or grade them all with `fleetgrade run --input`" in err and err.count("\n") == 1
 
 
 def test_grade_json_and_trace_input_agree(tmp_path, capsys):
@@ -57,9 +141,10 @@ def test_errors_name_the_file_and_exit_non_zero(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
     assert main(["grade", "--trace", str(bad), "--json"]) == 1
-    assert f"{bad}: not valid JSON" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("fleetgrade grade: not valid JSON: ") and err.endswith(f" ({bad})\n")
     assert main(["grade", "--trace", str(tmp_path / "missing.json"), "--json"]) == 1
-    assert "missing.json: cannot read" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"fleetgrade grade: cannot read: No such file or directory ({tmp_path / 'missing.json'})\n"
     empty = tmp_path / "run-5"
     empty.mkdir()
     (empty / "notes.txt").write_text("x")
