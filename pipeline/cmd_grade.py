@@ -15,15 +15,8 @@ from graders.jsonio import JsonError, parse_json
 from graders.prepare import PreparedRun, grade_prepared, prepare_run
 from graders.runfiles import local_run_files
 from graders.single_run import runs_inside, single_run_meta
-from pipeline.errors import UsageError, one_line
+from pipeline.errors import InputError, UsageError
 from pipeline.plans import PlanLoadError, load_plans
-
-
-class CliError(UsageError):
-    """A problem with the command's input: ``fleetgrade <cmd>: <what> (<where>)``, exit 1."""
-
-    def __init__(self, what: str, where: str | None = None) -> None:
-        super().__init__(what, where, exit_code=1)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -62,20 +55,20 @@ def _load_trace(path: str) -> dict[str, Any]:
     try:
         data = p.read_bytes()
     except OSError as exc:
-        raise CliError(f"cannot read: {exc.strerror}", path) from exc
+        raise InputError(f"cannot read: {exc.strerror}", path) from exc
     try:
         trace = parse_json(data)
     except JsonError as exc:
-        raise CliError(f"not valid JSON: {exc}", path) from exc
+        raise InputError(f"not valid JSON: {exc}", path) from exc
     if not isinstance(trace, dict):
-        raise CliError("expected a JSON object (a preprocessed trace)", path)
+        raise InputError("expected a JSON object (a preprocessed trace)", path)
     return trace
 
 
 def _run_dir(path: str) -> Path:
     p = Path(path)
     if not p.is_dir():
-        raise CliError("not a directory", path)
+        raise InputError("not a directory", path)
     return p
 
 
@@ -136,12 +129,8 @@ def handle_grade(args: argparse.Namespace) -> int:
             for ex in executors.values():
                 close_executor(ex)
         doc = results_document(results, run_id=run_id, attempt=attempt, evals=evals)
-    except UsageError as exc:
-        print(one_line("grade", exc.what, exc.where), file=sys.stderr)
-        return exc.exit_code
     except (PlanLoadError, ValueError) as exc:
-        print(one_line("grade", str(exc)), file=sys.stderr)
-        return 1
+        raise InputError(str(exc)) from exc
     if args.json or out_dir is None:  # stdout by default: the run folder is input, never written to
         sys.stdout.write(_pretty(doc) + "\n")
         return 0
@@ -156,12 +145,8 @@ def handle_grade(args: argparse.Namespace) -> int:
 def handle_preprocess(args: argparse.Namespace) -> int:
     try:
         prep = _prepare(_run_dir(args.run_dir))
-    except UsageError as exc:
-        print(one_line("preprocess", exc.what, exc.where), file=sys.stderr)
-        return exc.exit_code
     except ValueError as exc:
-        print(one_line("preprocess", str(exc)), file=sys.stderr)
-        return 1
+        raise InputError(str(exc)) from exc
     for warning in prep.report.warnings:
         print(f"fleetgrade preprocess: warning: {warning}", file=sys.stderr)
     sys.stdout.write((js_stringify(prep.trace) or "null") + "\n")

@@ -23,6 +23,13 @@ class UsageError(Exception):
         return f"{self.what} ({self.where})" if self.where else self.what
 
 
+class InputError(UsageError):
+    """A command's input cannot be used (unreadable, not JSON, not a run): exit 1, not 2."""
+
+    def __init__(self, what: str, where: str | None = None) -> None:
+        super().__init__(what, where, exit_code=1)
+
+
 def one_line(command: str | None, what: str, where: str | None = None) -> str:
     """``fleetgrade <command>: <what> (<where>)`` on a single line."""
     prefix = f"fleetgrade {command}" if command else "fleetgrade"
