@@ -107,16 +107,10 @@ def regrade_fleet(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     preflight.check_placement(args.input, args.output, args.runner)
     validated = ["flags", f"runner {args.runner}"]
-    if not preflight.is_gcs(args.output):
-        validated.append(preflight.check_output(args.output))
-    if not preflight.is_gcs(args.input):
-        validated.append(preflight.check_input(args.input, args.allow_empty))
+    validated += preflight.check_places(args.input, args.output, args.allow_empty)
     options = beam_options(args)
     p = new_pipeline(args, options)
-    if preflight.is_gcs(args.output):
-        validated.append(preflight.check_output(args.output, options))
-    if preflight.is_gcs(args.input):
-        validated.append(preflight.check_input(args.input, args.allow_empty, options))
+    validated += preflight.check_places(args.input, args.output, args.allow_empty, options)
     started = time.monotonic()
     result = run_locked(args, options, p, "regrade", lambda p, job: regrade_graph.build(
         p, args.input, args.output, args.evidence_at, job, args.allow_unsandboxed))

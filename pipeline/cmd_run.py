@@ -35,10 +35,7 @@ def handle(args: argparse.Namespace) -> int:
     preflight.check_placement(args.input, args.output, args.runner)
     validated = ["flags", f"runner {args.runner}"]
     # Local places first: they need no Beam, so these mistakes are reported at once.
-    if not preflight.is_gcs(args.output):
-        validated.append(preflight.check_output(args.output))
-    if not preflight.is_gcs(args.input):
-        validated.append(preflight.check_input(args.input, args.allow_empty))
+    validated += preflight.check_places(args.input, args.output, args.allow_empty)
     try:
         plans = load_plans(args.graders, args.graders_dir, args.archived_evaluators, args.allow_unsandboxed)
         trace_config = load_trace_config(args.trace_config)
@@ -48,10 +45,7 @@ def handle(args: argparse.Namespace) -> int:
     validated.append(f"graders ({compiled} inline script(s) compiled)")
     options = beam_options(args)
     p = new_pipeline(args, options)
-    if preflight.is_gcs(args.output):
-        validated.append(preflight.check_output(args.output, options))
-    if preflight.is_gcs(args.input):
-        validated.append(preflight.check_input(args.input, args.allow_empty, options))
+    validated += preflight.check_places(args.input, args.output, args.allow_empty, options)
 
     from pipeline import graph
     from pipeline.launch import counter

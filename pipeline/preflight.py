@@ -142,6 +142,19 @@ def check_input(input_base: str, allow_empty: bool, options: PipelineOptions | N
     return f"input {input_base} holds runs"
 
 
+def check_places(input_base: str, output: str, allow_empty: bool,
+                 options: PipelineOptions | None = None) -> list[str]:
+    """The output and input checks of one side: the local places without ``options`` (no Beam is
+    needed, so those mistakes are reported at once), the ``gs://`` ones with Beam's options."""
+    remote = options is not None
+    checked = []
+    if is_gcs(output) == remote:
+        checked.append(check_output(output, options))
+    if is_gcs(input_base) == remote:
+        checked.append(check_input(input_base, allow_empty, options))
+    return checked
+
+
 def _first_run(base: str) -> str | None:
     """The first run folder discovery would find under ``base``, listing no further."""
     from graders.layout import run_root_of

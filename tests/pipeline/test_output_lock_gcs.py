@@ -17,10 +17,10 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.helpers.racing import racing
 from tests.pipeline.test_gcs import BUCKET, FLEET, client, gcs_server  # noqa: F401 (a fixture)
 from tests.pipeline.test_output_lock_cli import LOCKED_LINE, dead_pid
 from transforms.output_lock import (
@@ -135,25 +135,11 @@ def test_generation_preconditions_give_compare_and_swap(cas_server):
     assert store.read(LOCK_NAME) == (b"three", second)
 
 
-class _Racing(GcsStore):
-    """Runs ``meanwhile`` once, between a job's read of the lock and its conditional write."""
-
-    def __init__(self, url: str, meanwhile: Any) -> None:
-        super().__init__(url)
-        self.meanwhile = meanwhile
-
-    def replace(self, rel: str, data: bytes, expected: Any) -> Any:
-        if self.meanwhile is not None:
-            self.meanwhile, run = None, self.meanwhile
-            run()
-        return super().replace(rel, data, expected)
-
-
 def test_two_takeovers_of_an_expired_lock_one_wins(cas_server):
     url = f"gs://{CAS_BUCKET}/race"
     GcsStore(url).create(LOCK_NAME, Owner.current("old", "run", time.time() - 7200, 3600).encode())
     b = OutputLock(url, "b", "run")
-    a = OutputLock(url, "a", "run", store=_Racing(url, b.acquire))
+    a = OutputLock(url, "a", "run", store=racing(GcsStore(url), b.acquire))
     with pytest.raises(OutputLocked, match="locked by run job b"):
         a.acquire()
     data, _ = GcsStore(url).read(LOCK_NAME) or (b"", 0)

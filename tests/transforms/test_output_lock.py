@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from tests.helpers.racing import racing
 from transforms.output_lock import (
     LOCK_NAME,
     LOCKED_EXIT,
@@ -252,25 +253,11 @@ def test_racing_jobs_on_a_stale_lock_leave_exactly_one_holder(tmp_path):
     assert Owner.decode((out / LOCK_NAME).read_bytes()).job == winners[0]
 
 
-class _RacingStore(LocalStore):
-    """Runs ``meanwhile`` once, between a job's read of the lock and its compare-and-swap."""
-
-    def __init__(self, root: str, meanwhile: Any) -> None:
-        super().__init__(root)
-        self.meanwhile = meanwhile
-
-    def replace(self, rel: str, data: bytes, expected: Any) -> Any:
-        if self.meanwhile is not None:
-            self.meanwhile, run = None, self.meanwhile
-            run()
-        return super().replace(rel, data, expected)
-
-
 def test_a_takeover_that_loses_the_compare_and_swap_is_refused(tmp_path):
     out = tmp_path / "out"
     write_lock(out, owner("dead", pid=dead_pid()))
     b = OutputLock(str(out), "b", "run")
-    a = OutputLock(str(out), "a", "run", store=_RacingStore(str(out), b.acquire))
+    a = OutputLock(str(out), "a", "run", store=racing(LocalStore(str(out)), b.acquire))
     with pytest.raises(OutputLocked, match="locked by run job b"):
         a.acquire()
     assert Owner.decode((out / LOCK_NAME).read_bytes()).job == "b"
