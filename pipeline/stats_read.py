@@ -10,13 +10,11 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
-import pyarrow.dataset as ds
+import duckdb
 
-from graders.parquet import HIVE_NULL
 from graders.stats.cells import CellAcc, partition_observations, regression_row, shift, with_q_values
-from pipeline.tables import dataset
+from pipeline.tables import create_table_view
 
 RESULT_COLUMNS = ["run_id", "attempt", "grader_id", "value", "passed", "status", "direction", "unit"]
 VERDICT_COLUMNS = ["run_id", "attempt", "task", "delivered"]
@@ -27,23 +25,36 @@ def has_table(output: str, table: str) -> bool:
     return any(Path(output, table).glob("*/*/*.parquet"))
 
 
+def _query(output: str, table: str, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    """Rows of ``sql`` over the view ``table`` (pipeline.tables: hive columns typed, hashed
+    workflow names shown whole); ``date`` is read as ``YYYY-MM-DD`` text, as the core keys it."""
+    if not has_table(output, table):
+        return []
+    con = duckdb.connect()
+    create_table_view(con, output, table)
+    cur = con.execute(sql, params)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
 def partitions(output: str, table: str) -> list[tuple[str, str]]:
-    """(workflow, date) of each stored partition of ``table``, from the folder names."""
-    out = set()
-    for path in Path(output, table).glob("workflow=*/date=*/*.parquet"):
-        wf, date = path.parent.parent.name.split("=", 1)[1], path.parent.name.split("=", 1)[1]
-        if HIVE_NULL not in (wf, date):
-            out.add((unquote(wf), unquote(date)))
-    return sorted(out)
+    """(workflow, date) of each dated partition of ``table`` that holds rows."""
+    rows = _query(output, table, f"SELECT DISTINCT workflow, CAST(date AS VARCHAR) AS date FROM {table} "
+                  "WHERE workflow IS NOT NULL AND date IS NOT NULL", [])
+    return sorted((r["workflow"], r["date"]) for r in rows)
 
 
 def read_rows(output: str, table: str, columns: list[str] | None = None,
-              where: ds.Expression | None = None) -> list[dict[str, Any]]:
-    if not has_table(output, table):
-        return []
-    cols = None if columns is None else ["workflow", "date", *columns]
-    rows: list[dict[str, Any]] = dataset(output, table).to_table(columns=cols, filter=where).to_pylist()
-    return rows
+              window: tuple[str, str, str] | None = None) -> list[dict[str, Any]]:
+    """``columns`` (all when None) with ``workflow`` and ``date``; ``window`` = (workflow, first
+    date, last date) keeps that workflow's rows in those dates."""
+    picked = "* REPLACE (CAST(date AS VARCHAR) AS date)" if columns is None else ", ".join(
+        ["workflow", "CAST(date AS VARCHAR) AS date", *columns])
+    sql, params = f"SELECT {picked} FROM {table}", []
+    if window is not None:
+        sql += " WHERE workflow = ? AND date BETWEEN CAST(? AS DATE) AND CAST(? AS DATE)"
+        params = list(window)
+    return _query(output, table, sql, params)
 
 
 def stored_regressions(output: str, window: int, baseline: int) -> list[dict[str, Any]] | None:
@@ -64,11 +75,10 @@ def recompute_regressions(output: str, window: int, baseline: int, until: str | 
     tests = []
     for wf, end in sorted(latest.items()):
         start = shift(end, 1 - window - baseline)
-        where = (ds.field("workflow") == wf) & (ds.field("date") >= start) & (ds.field("date") <= end)
         by_date: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = defaultdict(lambda: ([], []))
-        for r in read_rows(output, "grader_results", RESULT_COLUMNS, where):
+        for r in read_rows(output, "grader_results", RESULT_COLUMNS, (wf, start, end)):
             by_date[r["date"]][0].append(r)
-        for r in read_rows(output, "trace_verdicts", VERDICT_COLUMNS, where):
+        for r in read_rows(output, "trace_verdicts", VERDICT_COLUMNS, (wf, start, end)):
             by_date[r["date"]][1].append(r)
         daily: dict[str, dict[str, CellAcc]] = defaultdict(dict)
         for date, (results, verdicts) in sorted(by_date.items()):
