@@ -69,6 +69,7 @@ def prepare_run(
     evals = read_evals(files, report)
     archived = archived_entry(files)
     file_ir = read_trajectory_ir_file(files, report)
+    files.check_time()  # preprocessing after the last read counts too
     return PreparedRun(meta, trace, report, files.input_digest(), evals, aw_info, archived, file_ir)
 
 

@@ -9,8 +9,10 @@ the tests and the pipeline share one preprocessing path.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import stat
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import IO, Any, Final
@@ -22,8 +24,35 @@ from graders.jsonio import MAX_FILE_SIZE, MAX_LINE_LENGTH, LineBatch
 READ_BLOCK = 1 << 16
 
 
+# A run's reading budget (issue 28; docs/hostile-input.md): each file is capped (MAX_FILE_SIZE),
+# and so is the whole run, so that no run folder (millions of files, thousands of big ones, reads
+# that crawl) can hold a worker for ever. Checked between reads: no signal, no thread.
+MAX_RUN_FILES = 100_000  # entries listed in one run folder
+MAX_RUN_BYTES = 1 << 30  # bytes actually read from one run's files, in total
+MAX_RUN_SECONDS = 300.0  # wall clock from the run listed to the end of its preprocessing
+# The clock the time budget is measured with (a test replaces it with a fake one).
+clock: Callable[[], float] = time.monotonic
+
+
 class FileTooLarge(ValueError):
     """More bytes were read from a file than any file may have."""
+
+
+class RunOverBudget(ValueError):
+    """A run folder holds more files, yields more bytes or takes longer to read than one run may."""
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):g} GiB" if n >= 1 << 30 else f"{n} bytes"
+
+
+def bounded_listing(root: str, listing: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """A run's listing as a list, refused once it passes ``MAX_RUN_FILES`` entries (before the
+    rest of it is listed, or held)."""
+    entries = list(itertools.islice(listing, MAX_RUN_FILES + 1))
+    if len(entries) > MAX_RUN_FILES:
+        raise RunOverBudget(f"{root}: run folder holds more than {MAX_RUN_FILES} files; not read")
+    return entries
 
 
 class RunFiles:
@@ -37,6 +66,9 @@ class RunFiles:
         warnings: list[str] | None = None,
     ) -> None:
         self.root = root
+        self.started = clock()  # the run's time budget counts from here
+        if len(sizes) > MAX_RUN_FILES:
+            raise RunOverBudget(f"{root}: run folder holds more than {MAX_RUN_FILES} files; not read")
         self.sizes = dict(sizes)
         self._opener = opener
         # Entries of the listing that are not read (``skipped_warnings``): the run's warnings.
@@ -58,13 +90,31 @@ class RunFiles:
         return FileTooLarge(f"{self.display(rel)}: more than {MAX_FILE_SIZE} bytes read (listed as "
                             f"{self.sizes.get(rel)} bytes): it grew while read, or is no plain file")
 
+    def check_time(self, rel: str | None = None) -> None:
+        """Refuse the run once it has taken longer than ``MAX_RUN_SECONDS`` to read and prepare."""
+        if clock() - self.started > MAX_RUN_SECONDS:
+            where = f" (at {rel})" if rel else ""
+            raise RunOverBudget(f"{self.root}: run folder took longer than {MAX_RUN_SECONDS:g} s "
+                                f"to read and preprocess{where}; not graded")
+
+    def _charge(self, n: int, rel: str) -> None:
+        """Count ``n`` more bytes read from ``rel`` against the run's budget, and the time so far."""
+        self.bytes_read += n
+        if self.bytes_read > MAX_RUN_BYTES:
+            raise RunOverBudget(f"{self.root}: read more than {_gib(MAX_RUN_BYTES)} from the run "
+                                f"folder (at {rel}); not graded")
+        self.check_time(rel)
+
     def read(self, rel: str) -> bytes:
         # The limit holds on the bytes read, not the size listed: a file can grow, or be a device.
+        # No more is read than the run's budget has left (plus one byte, to see it is passed).
+        self.check_time(rel)
+        left = max(0, MAX_RUN_BYTES - self.bytes_read)
         with self.open(rel) as fh:
-            data = fh.read(MAX_FILE_SIZE + 1)
+            data = fh.read(min(MAX_FILE_SIZE, left) + 1)
         if len(data) > MAX_FILE_SIZE:
             raise self._over_limit(rel)
-        self.bytes_read += len(data)
+        self._charge(len(data), rel)
         self.file_digests[rel] = hashlib.sha256(data).hexdigest()
         return data
 
@@ -77,7 +127,7 @@ class RunFiles:
                 read += len(line)
                 if read > MAX_FILE_SIZE:
                     raise self._over_limit(rel)
-                self.bytes_read += len(line)
+                self._charge(len(line), rel)
                 hasher.update(line)
                 yield line
         self.file_digests[rel] = hasher.hexdigest()
@@ -101,7 +151,7 @@ class RunFiles:
                 read += len(block)
                 if read > MAX_FILE_SIZE:  # so a line, too, is bounded by the bytes read
                     raise self._over_limit(rel)
-                self.bytes_read += len(block)
+                self._charge(len(block), rel)
                 hasher.update(block)
                 if b"\n" not in block:
                     pending.append(block)
@@ -327,7 +377,7 @@ def local_run_files(root: str | os.PathLike[str]) -> RunFiles:
 
 def local_listing_files(base: str, listing: Iterable[tuple[Any, ...]]) -> RunFiles:
     """A local run folder whose files (relative path, size[, mtime]) were listed."""
-    listing = list(listing)
+    listing = bounded_listing(base, listing)
 
     def opener(rel: str) -> AbstractContextManager[IO[bytes]]:
         return open_regular(base, rel)

@@ -9,7 +9,7 @@ from typing import IO, Any, cast
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from graders.runfiles import RunFiles, listing_sizes, local_listing_files, skipped_warnings
+from graders.runfiles import RunFiles, bounded_listing, listing_sizes, local_listing_files, skipped_warnings
 from transforms.gcs import use_emulator_if_configured
 
 # Workers import this module when they unpickle a DoFn, so the hook reaches every process.
@@ -26,7 +26,7 @@ def beam_run_files(root: str, listing: Iterable[tuple[Any, ...]]) -> RunFiles:
     A local run is read as ``fleetgrade grade`` reads it: regular files only, no link followed
     (``open_regular``); an object store has neither links nor special files.
     """
-    listing = list(listing)
+    listing = bounded_listing(root, listing)
     if "://" not in root:
         return local_listing_files(root, listing)
 

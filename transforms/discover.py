@@ -11,6 +11,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from graders import runfiles
 from graders.layout import ARTIFACT_NAMES, RUN_DIR, run_root_of
 from graders.runfiles import NOT_UTF8, shown_name, utf8_name, walk_local
 from transforms.beamfiles import join
@@ -78,11 +79,13 @@ def _in_run(root_rel: str, rel: str) -> bool:
 
 def list_run(base: str, root_rel: str) -> list[tuple[str, int, float]]:
     """The sorted listing of one run folder, as ``ListRuns`` lists it within the fleet."""
-    listing = sorted(
-        (rel, size, mtime) for rel, size, mtime in _entries(join(base, root_rel))
-        # "." is the folder itself, which could not be read; a run folder's nested in it is not its
-        if rel == "." or _in_run(root_rel, rel)
-    )
+    listing = sorted(itertools.islice(
+        ((rel, size, mtime) for rel, size, mtime in _entries(join(base, root_rel))
+         # "." is the folder itself, which could not be read; a run folder's nested in it is not its
+         if rel == "." or _in_run(root_rel, rel)),
+        # One entry past the run's budget is enough to refuse it (runfiles.bounded_listing).
+        runfiles.MAX_RUN_FILES + 1,
+    ))
     if not listing and _scheme(base) == "" and _shown_not_utf8(join(base, root_rel)):
         listing = [(".", NOT_UTF8, 0.0)]  # a folder discovery did not enter for its name
     return listing
@@ -157,7 +160,9 @@ class ListRuns(beam.DoFn):
             if own is not None:
                 break
         if own:
-            listing = sorted(e for e in itertools.chain(head, entries) if _in_run("", e[0]))
+            own_files = (e for e in itertools.chain(head, entries) if _in_run("", e[0]))
+            # One entry past the run's budget is enough to refuse it (runfiles.bounded_listing).
+            listing = sorted(itertools.islice(own_files, runfiles.MAX_RUN_FILES + 1))
             self.files.inc(len(listing))
             yield "", listing
             return
@@ -188,7 +193,10 @@ class ListRuns(beam.DoFn):
                 for ended in [r for r in open_runs if not rel.startswith(r + "/")]:
                     yield ended, sorted(open_runs.pop(ended))
             last = root
-            open_runs.setdefault(root, []).append((rel[len(root) + 1 :], size, mtime))
+            run = open_runs.setdefault(root, [])
+            # A run is held up to one entry past its budget, which refuses it (bounded_listing).
+            if len(run) <= runfiles.MAX_RUN_FILES:
+                run.append((rel[len(root) + 1 :], size, mtime))
         self.files.inc(files)
         self.stray.inc(stray)
         for root in list(open_runs):

@@ -86,3 +86,44 @@ def test_a_run_the_trace_rules_fail_on_is_a_dead_letter_and_has_no_runs_row(tmp_
                     equal_to([("2", "grade", "RecursionError")]), label="dead")
         assert_that(rules["failed"] | "F" >> beam.Map(lambda r: (r["run_id"], r["attempt"])),
                     equal_to([("2", 1)]), label="failed")
+
+
+def test_a_run_over_its_reading_budget_is_a_dead_letter_beside_graded_runs(tmp_path, monkeypatch):
+    """Too many files, or too many bytes read: the run is a dead letter naming its folder and
+    the budget, whether it comes from discovery or is listed again (incremental); the runs
+    beside it are prepared."""
+    from graders import runfiles
+
+    base = _fleet(tmp_path)
+    for n in range(6):
+        (tmp_path / "wf" / "run-2" / f"extra-{n}.txt").write_text("x")
+    (tmp_path / "wf" / "run-3" / "aw_info.json").write_text(
+        json.dumps({"run_id": 3, "created_at": "2026-05-01T00:00:00Z"}) + " " * 2000)
+    monkeypatch.setattr(runfiles, "MAX_RUN_FILES", 5)
+    monkeypatch.setattr(runfiles, "MAX_RUN_BYTES", 1000)
+    with BeamPipeline() as p:
+        found = p | DiscoverRuns(base)
+        again = p | "Again" >> beam.Create([("wf/run-2", b"\0" * 8, None)])
+        runs = (found, again) | beam.Flatten()
+        out = runs | beam.ParDo(PrepareRun(base)).with_outputs(DEAD, DEAD_STATE, main="prepared")
+        assert_that(out.prepared | "Ids" >> beam.Map(lambda prep: prep.meta.run_id),
+                    equal_to(["1", "4", "5"]), label="prepared")
+        assert_that(out[DEAD] | "Dead" >> beam.Map(lambda r: (r["input"][len(base) + 1:], r["message"])),
+                    equal_to([("wf/run-2", f"{base}/wf/run-2: run folder holds more than 5 files; not read")] * 2
+                             + [("wf/run-3", f"{base}/wf/run-3: read more than 1000 bytes from the run folder "
+                                 "(at aw_info.json); not graded")]), label="dead")
+
+
+def test_discovery_holds_a_run_only_to_one_entry_past_its_file_budget(tmp_path, monkeypatch):
+    from graders import runfiles
+    from transforms.discover import ListRuns, list_run
+
+    base = _fleet(tmp_path)
+    for n in range(20):
+        (tmp_path / "wf" / "run-2" / f"extra-{n:02}.txt").write_text("x")
+    monkeypatch.setattr(runfiles, "MAX_RUN_FILES", 5)
+    listed = dict(ListRuns()._runs(base))
+    assert {root: len(files) for root, files in listed.items()} == {
+        "wf/run-1": 1, "wf/run-2": 6, "wf/run-3": 1, "wf/run-4": 1, "wf/run-5": 1}
+    assert list_run(base, "wf/run-2") == listed["wf/run-2"]
+    assert len(dict(ListRuns()._runs(f"{base}/wf/run-2"))[""]) == 6  # the input is the run
