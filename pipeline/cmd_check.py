@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from graders.stats.cells import DEFAULT_FDR, verdict
 from pipeline.errors import UsageError
-from pipeline.stats_read import has_table, recompute_regressions, stored_regressions, worst_first
+from pipeline.stats_read import copy_table, has_table, recompute_regressions, stored_regressions, worst_first
 
 COLUMNS = ("workflow", "grader", "verdict", "current", "baseline", "diff [95% interval]", "q", "change")
 
@@ -85,15 +86,34 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in body)
 
 
-def handle(args: argparse.Namespace) -> int:
+def _regressions(args: argparse.Namespace) -> list[dict[str, Any]]:
     out = args.output
+    if out.startswith("gs://"):
+        return _stored_on_gcs(args)
     if not Path(out).is_dir():
         raise UsageError("no such output folder", out)
     if not has_table(out, "grader_results"):
         raise UsageError("no grader_results table; run `fleetgrade run` first", out)
     rows = stored_regressions(out, args.window, args.baseline)
+    return recompute_regressions(out, args.window, args.baseline) if rows is None else rows
+
+
+def _stored_on_gcs(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The stored ``regressions`` of a gs:// output, read from a local copy of that table only
+    (one row per workflow and grader): other windows would need the whole history of grades."""
+    with tempfile.TemporaryDirectory(prefix="fleetgrade-check-") as tmp:
+        if not copy_table(args.output, "regressions", tmp):
+            raise UsageError("no regressions table; run `fleetgrade run` first", args.output)
+        rows = stored_regressions(tmp, args.window, args.baseline)
     if rows is None:
-        rows = recompute_regressions(out, args.window, args.baseline)
+        raise UsageError("on gs:// only the windows `fleetgrade run` stored can be checked (--window 7 "
+                         "--baseline 28); copy the output locally for others", args.output)
+    return rows
+
+
+def handle(args: argparse.Namespace) -> int:
+    out = args.output
+    rows = _regressions(args)
     known = {r["workflow"] for r in rows}, {r["grader_id"] for r in rows}
     for flag, wanted, present in (("--workflow", args.workflow, known[0]), ("--grader", args.grader, known[1])):
         missing = sorted(set(wanted) - present)

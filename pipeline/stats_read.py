@@ -25,6 +25,23 @@ def has_table(output: str, table: str) -> bool:
     return any(Path(output, table).glob("*/*/*.parquet"))
 
 
+def copy_table(output: str, table: str, into: str) -> int:
+    """Copies a ``gs://`` output's ``table`` (its partition files) under ``into``, in the same
+    layout; returns the number of files."""
+    from transforms.output_lock import GcsStore  # google-cloud-storage, as the lock reads GCS
+
+    store = GcsStore(output)
+    count = 0
+    for blob in store.bucket.list_blobs(prefix=f"{store.prefix}{table}/"):
+        rel = blob.name[len(store.prefix):]
+        if rel.endswith(".parquet") and rel.count("/") == 3:  # <table>/workflow=…/date=…/part
+            target = Path(into, *rel.split("/"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            blob.download_to_filename(str(target))
+            count += 1
+    return count
+
+
 def _query(output: str, table: str, sql: str, params: list[Any]) -> list[dict[str, Any]]:
     """Rows of ``sql`` over the view ``table`` (pipeline.tables: hive columns typed, hashed
     workflow names shown whole); ``date`` is read as ``YYYY-MM-DD`` text, as the core keys it."""

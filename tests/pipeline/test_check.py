@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +12,9 @@ from pipeline.cli import main
 from pipeline.stats_read import read_rows, recompute_regressions
 from tests.conftest import REPO
 from tests.pipeline.stats_fleet import SHIFT_DATE, shifted_output
+from tests.pipeline.test_gcs import BUCKET, client, gcs_server
 
-__all__ = ["shifted_output"]  # the fixture
+__all__ = ["gcs_server", "shifted_output"]  # the fixtures
 FLEETGRADE = Path(sys.executable).parent / "fleetgrade"
 
 
@@ -80,3 +82,22 @@ def test_the_demo_fleet_passes_the_gate_and_says_why(tmp_path: Path) -> None:
     stats = read_rows(str(out), "grader_stats")
     assert {r["window_days"] for r in stats} == {1, 7, 28}
     assert {r["grader_id"] for r in stats} >= {"tool-success-rate", "trace:delivered"}
+
+
+def test_a_gcs_output_is_gated_on_its_stored_table(shifted_output: Path, gcs_server: str) -> None:
+    """The nightly job writes to gs://: check reads its stored regressions (and only those)."""
+    bucket = client().bucket(BUCKET)
+    for path in sorted((shifted_output / "regressions").rglob("*.parquet")):
+        bucket.blob(f"graded/{path.relative_to(shifted_output).as_posix()}").upload_from_filename(str(path))
+    env = {**os.environ, "STORAGE_EMULATOR_HOST": gcs_server}
+    remote = subprocess.run([str(FLEETGRADE), "check", f"gs://{BUCKET}/graded"], cwd=REPO, capture_output=True,
+                            text=True, timeout=120, check=False, env=env)
+    assert remote.returncode == 1, remote.stderr
+    assert remote.stdout == check(str(shifted_output)).stdout
+    other = subprocess.run([str(FLEETGRADE), "check", f"gs://{BUCKET}/graded", "--window", "5"], cwd=REPO,
+                           capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert other.returncode == 2 and other.stderr.count("\n") == 1
+    assert other.stderr.startswith("fleetgrade check: on gs:// only the windows")
+    empty = subprocess.run([str(FLEETGRADE), "check", f"gs://{BUCKET}/nothing"], cwd=REPO, capture_output=True,
+                           text=True, timeout=120, check=False, env=env)
+    assert empty.returncode == 2 and "no regressions table" in empty.stderr
