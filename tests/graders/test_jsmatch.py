@@ -71,7 +71,8 @@ def test_surrogates_in_the_subject_use_the_budgeted_engine():
 
 
 def test_re2_spellings():
-    assert to_re2(compile_js_regex(r"\bgit\B", "").pattern) == r"\bgit\B"
+    assert to_re2(compile_js_regex(r"\bgit\b", "").pattern) == r"\bgit\b"
+    assert to_re2(compile_js_regex(r"\bgit\B", "").pattern) is None  # \B: see the test below
     assert to_re2(compile_js_regex("[^a-c]$", "").pattern) == r"[^a-c]\z"
     assert to_re2(compile_js_regex("\u00e9", "").pattern) == r"\x{00E9}"
     assert to_re2(compile_js_regex("(?=a)", "").pattern) is None
@@ -105,3 +106,11 @@ def test_linear_engine_agrees_with_re(pattern: str, flags: str, subjects: list[s
         assert (matcher.backtracking.search(subject) is not None) is expected, (pattern, flags, subject)
         paired = utf16_units("\U0001F600" + subject)
         assert matcher.search(paired) is (reference.search(paired) is not None), (pattern, flags, paired)
+
+
+def test_a_negated_word_boundary_never_matches_inside_a_non_ascii_character() -> None:
+    """RE2 reads UTF-8: its ``\\B`` matched between the two bytes of 'É' (hypothesis found it)."""
+    matcher = compile_js_matcher(r"\B", "")
+    assert compile_js_regex(r"\B", "").search("1É1") is None  # JS: \w is ASCII, every gap is a boundary
+    assert not matcher.search("1É1")
+    assert matcher.search("ab")
