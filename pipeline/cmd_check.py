@@ -14,9 +14,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from graders.stats.cells import DEFAULT_FDR, verdict
+from graders.stats.cells import DEFAULT_BASELINE, DEFAULT_FDR, DEFAULT_WINDOW, verdict
 from pipeline.errors import UsageError
-from pipeline.stats_read import copy_table, has_table, recompute_regressions, stored_regressions, worst_first
+from pipeline.stats_read import (
+    copy_table,
+    has_table,
+    recompute_regressions,
+    stored_regressions,
+    stored_windows,
+    worst_first,
+)
 
 COLUMNS = ("workflow", "grader", "verdict", "current", "baseline", "diff [95% interval]", "q", "change")
 
@@ -54,8 +61,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="false-discovery rate: a cell counts when its BH q-value is at most this (default 0.05)")
     p.add_argument("--min-effect", type=_non_negative, default=0.0, metavar="SD",
                    help="smallest change that counts, in standard deviations of the baseline (default 0)")
-    p.add_argument("--window", type=_days, default=7, help="current window in days (default 7)")
-    p.add_argument("--baseline", type=_days, default=28, help="baseline window in days before it (default 28)")
+    p.add_argument("--window", type=_days, help="current window in days (default: the windows `run` stored, "
+                   "--regression-window, else 7)")
+    p.add_argument("--baseline", type=_days, help="baseline window in days before it (default: the windows `run` "
+                   "stored, --regression-baseline, else 28)")
     p.add_argument("--workflow", action="append", default=[], help="only this workflow (repeatable)")
     p.add_argument("--grader", action="append", default=[], help="only this grader id (repeatable)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -94,8 +103,19 @@ def _regressions(args: argparse.Namespace) -> list[dict[str, Any]]:
         raise UsageError("no such output folder", out)
     if not has_table(out, "grader_results"):
         raise UsageError("no grader_results table; run `fleetgrade run` first", out)
+    _resolve_windows(args, out)
     rows = stored_regressions(out, args.window, args.baseline)
     return recompute_regressions(out, args.window, args.baseline) if rows is None else rows
+
+
+def _resolve_windows(args: argparse.Namespace, stored_in: str) -> None:
+    """Without --window and --baseline, the windows `fleetgrade run` stored (a team that runs
+    with --regression-window 14 gates on 14 days without repeating it); a flag given alone
+    pairs with the other's default, 7 or 28."""
+    if args.window is None and args.baseline is None:
+        args.window, args.baseline = stored_windows(stored_in) or (DEFAULT_WINDOW, DEFAULT_BASELINE)
+    args.window = DEFAULT_WINDOW if args.window is None else args.window
+    args.baseline = DEFAULT_BASELINE if args.baseline is None else args.baseline
 
 
 def _stored_on_gcs(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -104,10 +124,13 @@ def _stored_on_gcs(args: argparse.Namespace) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="fleetgrade-check-") as tmp:
         if not copy_table(args.output, "regressions", tmp):
             raise UsageError("no regressions table; run `fleetgrade run` first", args.output)
+        _resolve_windows(args, tmp)
         rows = stored_regressions(tmp, args.window, args.baseline)
+        stored = stored_windows(tmp)
     if rows is None:
-        raise UsageError("on gs:// only the windows `fleetgrade run` stored can be checked (--window 7 "
-                         "--baseline 28); copy the output locally for others", args.output)
+        have = f" (--window {stored[0]} --baseline {stored[1]})" if stored else ""
+        raise UsageError(f"on gs:// only the windows `fleetgrade run` stored can be checked{have}; copy the "
+                         f"output locally for --window {args.window} --baseline {args.baseline}", args.output)
     return rows
 
 

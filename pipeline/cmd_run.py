@@ -53,7 +53,8 @@ def handle(args: argparse.Namespace) -> int:
     started = time.monotonic()
     result = run_locked(args, options, p, "run", lambda p, job: graph.build(
         p, args.input, args.output, plans, job, trace_config, full=args.full, since=args.since,
-        until=args.until, resource_hints=args.runner == "dataflow"))
+        until=args.until, resource_hints=args.runner == "dataflow", regression_window=args.regression_window,
+        regression_baseline=args.regression_baseline))
     if result is None:
         print(f"fleetgrade run: {dry_run_line(args, validated)}")
         return 0

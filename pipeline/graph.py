@@ -24,7 +24,7 @@ from transforms.grade import GradeRuns
 from transforms.incremental import KEEP, DiscoverAndDecide, kept_identity, stored_rows_of
 from transforms.prepare import DEAD, DEAD_STATE, PrepareRun
 from transforms.sink import WritePartitionedParquet
-from transforms.stats import FleetStats
+from transforms.stats import DEFAULT_BASELINE, DEFAULT_WINDOW, FleetStats
 from transforms.trace_verdicts import GradeTraceRules, TaskReliability
 
 
@@ -76,10 +76,13 @@ def build(
     since: str | None = None,
     until: str | None = None,
     resource_hints: bool = False,
+    regression_window: int = DEFAULT_WINDOW,
+    regression_baseline: int = DEFAULT_BASELINE,
 ) -> beam.PCollection:
     """Adds the whole graph to ``p``; returns the committed partition paths.
 
-    ``resource_hints`` asks distributed runners for more memory on the sandboxed families.
+    ``resource_hints`` asks distributed runners for more memory on the sandboxed families;
+    ``regression_window``/``regression_baseline`` are the days of the ``regressions`` windows.
     """
     cfg = trace_config or default_config()
     # Listed and decided against the stored state in one step.
@@ -128,7 +131,7 @@ def build(
 
     # Fleet statistics over the windows holding this job's regraded (or dropped) runs.
     stats = {"grader_results": graded["grader_results"], "trace_verdicts": verdicts,
-             "drops": drops} | "Stats" >> FleetStats(output)
+             "drops": drops} | "Stats" >> FleetStats(output, regression_window, regression_baseline)
 
     tables = {
         "grader_results": graded["grader_results"],

@@ -53,6 +53,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="regrade every run, not only new or changed ones (incremental is the default)")
     parser.add_argument("--since", metavar="YYYY-MM-DD", type=_date, help="grade only runs dated on or after")
     parser.add_argument("--until", metavar="YYYY-MM-DD", type=_date, help="grade only runs dated on or before")
+    parser.add_argument("--regression-window", metavar="DAYS", type=days, default=7,
+                        help="regressions: current window in days, ending on each workflow's latest date (default 7)")
+    parser.add_argument("--regression-baseline", metavar="DAYS", type=days, default=28,
+                        help="regressions: baseline window in days just before the current one (default 28)")
     add_allow_empty_argument(parser)
     add_runner_arguments(parser)
 
@@ -83,6 +87,17 @@ def _date(text: str) -> str:
         return datetime.date.fromisoformat(text).isoformat()
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {text!r}") from None
+
+
+def days(text: str) -> int:
+    """A window length: a whole number of days, at most ten years (dates stay in range)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 3660:
+        raise argparse.ArgumentTypeError(f"must be a whole number of days from 1 to 3660, got {text!r}")
+    return value
 
 
 def local_runner(name: str) -> PipelineRunner | None:

@@ -74,6 +74,14 @@ def read_rows(output: str, table: str, columns: list[str] | None = None,
     return _query(output, table, sql, params)
 
 
+def stored_windows(output: str) -> tuple[int, int] | None:
+    """The (window, baseline) days of the stored ``regressions``, or None when there are no rows
+    (or, from an older run, rows of several windows)."""
+    pairs = {(r["window_days"], r["baseline_days"]) for r in
+             _query(output, "regressions", "SELECT DISTINCT window_days, baseline_days FROM regressions", [])}
+    return pairs.pop() if len(pairs) == 1 else None
+
+
 def stored_regressions(output: str, window: int, baseline: int) -> list[dict[str, Any]] | None:
     """The stored rows for these windows, or None when the table holds other windows (or none)."""
     rows = read_rows(output, "regressions")

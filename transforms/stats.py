@@ -13,7 +13,8 @@ recomputed, and only the partitions those windows span are read back.
 3. Daily cells: ``CombinePerKey(CellCombineFn)`` keyed by (workflow, grader, date); then per
    (workflow, grader) the rolling windows and the regression test from the daily accumulators.
 4. q-values: Benjamini–Hochberg over this job's regression tests and the stored rows of the
-   workflows not retested (their p-values are unchanged), so the family is every cell.
+   workflows not retested (their p-values are unchanged), so the family is every cell. When the
+   stored rows hold other windows than this job's, every workflow is retested instead.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from graders.parquet import decode_table, is_hashed, partition_values
 from graders.stats.cells import (
+    DEFAULT_BASELINE,
+    DEFAULT_WINDOW,
     WINDOWS,
     CellAcc,
     Observation,
@@ -42,7 +45,6 @@ from transforms.incremental import read_table_rows
 from transforms.sink import partition_file, read_if_exists
 
 Partition = tuple[str, str]  # (workflow, date)
-DEFAULT_WINDOW, DEFAULT_BASELINE = 7, 28
 STATS_TABLES = ("grader_results", "trace_verdicts")
 
 
@@ -86,16 +88,21 @@ def stored_partitions(output: str, table: str = "grader_results") -> list[Partit
 
 
 def plan(touched: Iterable[Partition], stored: Iterable[Partition], window: int, baseline: int,
-         longest: int = max(WINDOWS)) -> dict[str, dict[str, Any]]:
+         longest: int = max(WINDOWS), retest_all: bool = False) -> dict[str, dict[str, Any]]:
     """Per touched workflow: ``ends`` (window end dates to recompute), ``latest`` (the regression
     cell's end when it must be retested, else None) and ``read`` (dates whose partitions the
-    windows span). Pure, so the incremental rule is tested without a pipeline."""
+    windows span). ``retest_all`` (the stored ``regressions`` hold other windows) plans every
+    stored workflow's regression cell too, so the rewritten table never mixes windows. Pure, so
+    the incremental rule is tested without a pipeline."""
     touched_by: dict[str, set[int]] = {}
     for wf, d in touched:
         touched_by.setdefault(wf, set()).add(_ordinal(d))
     dates_by: dict[str, set[int]] = {}
     for wf, d in stored:
         dates_by.setdefault(wf, set()).add(_ordinal(d))
+    if retest_all:
+        for wf in dates_by:
+            touched_by.setdefault(wf, set())
     out: dict[str, dict[str, Any]] = {}
     for wf, days in sorted(touched_by.items()):
         dates = sorted(dates_by.get(wf, set()) | days)
@@ -103,7 +110,7 @@ def plan(touched: Iterable[Partition], stored: Iterable[Partition], window: int,
         read = {r for e in ends for r in _between(dates, e - longest + 1, e)}
         latest = dates[-1]
         first = latest - window - baseline + 1
-        retest = any(first <= d for d in days)
+        retest = retest_all or any(first <= d for d in days)
         if retest:
             read.update(_between(dates, first, latest))
         out[wf] = {"ends": _iso(ends), "latest": _iso([latest])[0] if retest else None, "read": _iso(read | days)}
@@ -203,13 +210,27 @@ class _SeriesRows(beam.DoFn):
                 wf, grader, daily, p["latest"], self.window, self.baseline))
 
 
+def stored_windows(output: str) -> set[tuple[int, int]]:
+    """The (window_days, baseline_days) pairs of the stored ``regressions`` rows."""
+    return {(r["window_days"], r["baseline_days"]) for r in read_table_rows(output, "regressions")}
+
+
+def _plan_all(_: Any, touched: list[Partition], output: str, window: int,
+              baseline: int) -> dict[str, dict[str, Any]]:
+    stored = stored_windows(output)
+    return plan(touched, stored_partitions(output), window, baseline,
+                retest_all=bool(stored - {(window, baseline)}))
+
+
 def _all_regressions(_: Any, tests: list[dict[str, Any]], plans: dict[str, dict[str, Any]],
-                     output: str) -> Iterator[dict[str, Any]]:
+                     output: str, window: int, baseline: int) -> Iterator[dict[str, Any]]:
     """This job's tests plus the stored rows of workflows not retested, with q-values and
-    verdicts across all of them."""
+    verdicts across all of them. A stored row of other windows is never carried: when there are
+    any, every workflow with grades was retested (_plan_all); one without grades left goes."""
     retested = {wf for wf, p in plans.items() if p["latest"] is not None}
     carried = [{k: v for k, v in r.items() if k not in ("q_value", "verdict")}
-               for r in read_table_rows(output, "regressions") if r["workflow"] not in retested]
+               for r in read_table_rows(output, "regressions") if r["workflow"] not in retested
+               and (r["window_days"], r["baseline_days"]) == (window, baseline)]
     rows = sorted([*tests, *carried], key=lambda r: (r["workflow"], r["grader_id"]))
     for row in with_q_values(rows):
         yield {**row, "fleetgrade_version": FLEETGRADE_VERSION}
@@ -241,8 +262,7 @@ class FleetStats(beam.PTransform):
         plans = (
             touched.pipeline
             | "PlanTrigger" >> beam.Create([None])
-            | "Plan" >> beam.Map(lambda _, t: plan(t, stored_partitions(output), window, baseline),
-                                 beam.pvalue.AsList(touched))
+            | "Plan" >> beam.Map(_plan_all, beam.pvalue.AsList(touched), output, window, baseline)
         )
         requests = plans | "ReadRequests" >> beam.FlatMap(_keyed_requests)
         daily = (
@@ -263,7 +283,7 @@ class FleetStats(beam.PTransform):
             touched.pipeline
             | "RegressionsTrigger" >> beam.Create([None])
             | "Regressions" >> beam.FlatMap(_all_regressions, beam.pvalue.AsList(series[_SeriesRows.TESTS]),
-                                            beam.pvalue.AsSingleton(plans), output)
+                                            beam.pvalue.AsSingleton(plans), output, window, baseline)
         )
         stale = plans | "StaleStats" >> beam.FlatMap(_stale_stats, output)
         return {"grader_stats": series.stats, "regressions": regressions, "drops": stale}

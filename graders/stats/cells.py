@@ -44,6 +44,8 @@ PASS_KS = (1, 2, 3)
 MIN_RUNS = 5  # per window: fewer graded runs and a cell is "insufficient-data"
 MIN_TASKS = 2  # both windows together need more: a permutation of 2 tasks has one other order
 DEFAULT_FDR = 0.05
+# Regression windows: the last 7 days against the 28 before (`run --regression-window/-baseline`).
+DEFAULT_WINDOW, DEFAULT_BASELINE = 7, 28
 BOOTSTRAP_REPS = 2000
 PERMUTATION_REPS = 9999
 # The grader whose value is the trace rules' `delivered` (1/0): the task_reliability outcome.

@@ -14,8 +14,9 @@ from typing import Any
 
 import duckdb
 
+from graders.stats.cells import DEFAULT_BASELINE, DEFAULT_WINDOW
 from pipeline.report.scope import Selection, open_scope
-from pipeline.stats_read import recompute_regressions, worst_first
+from pipeline.stats_read import recompute_regressions, stored_windows, worst_first
 
 GATED = "(passed IS NOT NULL OR (status = 'error' AND threshold IS NOT NULL))"
 WORST_RUNS = 25
@@ -109,7 +110,8 @@ def regressions(con: duckdb.DuckDBPyConnection, output: str, sel: Selection, tab
         data.regressions_source = "table"
     else:
         until = sel.until.isoformat() if sel.until else None
-        found = [r for r in recompute_regressions(output, 7, 28, until)
+        window, baseline = stored_windows(output) or (DEFAULT_WINDOW, DEFAULT_BASELINE)  # as `run` computed them
+        found = [r for r in recompute_regressions(output, window, baseline, until)
                  if not sel.workflows or r["workflow"] in sel.workflows]
         data.regressions_source = "recomputed"
     data.regressions = worst_first(found)

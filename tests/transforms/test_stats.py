@@ -87,3 +87,16 @@ def test_fleet_stats_on_an_empty_output(tmp_path: Path) -> None:
         assert_that(verdict, equal_to([("g", "insufficient-data", 6, 5), (DELIVERED, "insufficient-data", 6, 5)]),
                     label="regressions")
         assert_that(out["drops"], equal_to([]), label="drops")
+
+
+def test_plan_retests_every_workflow_when_the_stored_windows_differ() -> None:
+    stored = [("wf", f"2026-11-{d:02d}") for d in range(1, 31)] + [("other", d) for d in ("2026-09-01", "2026-10-20", "2026-10-31")]
+    touched = [("wf", "2026-11-30")]
+    assert set(plan(touched, stored, window=7, baseline=28)) == {"wf"}
+    p = plan(touched, stored, window=7, baseline=28, retest_all=True)
+    # The untouched workflow's regression cell is retested from the partitions its windows span;
+    # its grader_stats are left alone.
+    assert p["other"] == {"ends": [], "latest": "2026-10-31", "read": ["2026-10-20", "2026-10-31"]}
+    assert p["wf"]["latest"] == "2026-11-30"
+    old = plan([("wf", "2026-09-01")], [("wf", "2026-09-01"), ("wf", "2026-11-30")], 7, 28, retest_all=True)
+    assert old["wf"]["latest"] == "2026-11-30" and old["wf"]["read"] == ["2026-09-01", "2026-11-30"]
