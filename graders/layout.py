@@ -16,8 +16,8 @@ ARTIFACT_NAMES: Final = frozenset(
         "aw_info.json", "aw-info", "agent_output.json", "agent-output", "agent_usage.json",
         "mcp-logs", "sandbox", "agent", "usage", "graders", "evals.jsonl", "aw.patch",
         "safe-outputs", "safe_output.jsonl", "agent-stdio.log", "activation",
-        # Download-only folders (graders/download_layout.py maps them to artifact-root paths).
-        "agent-artifacts", "firewall-audit-logs",
+        # What `gh aw logs` adds (graders/download_layout.py maps the folders to artifact-root paths).
+        "agent-artifacts", "firewall-audit-logs", "agent-session.jsonl",
     }
 )
 # An older agent artifact keeps the job's absolute prefix: ``tmp/gh-aw/`` is an artifact root.

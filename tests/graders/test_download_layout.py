@@ -208,3 +208,45 @@ def test_mapping_properties(listed):
         rel.startswith(_DOWNLOAD_ONLY) for rel in out)
     if USAGE_TOKEN_USAGE in listed and any(p in listed for p in SANDBOX_TOKEN_USAGE):
         assert out[USAGE_TOKEN_USAGE] == USAGE_TOKEN_USAGE  # the packaged copy is only a fallback
+
+
+def _fleet(base: Path, layouts: dict[str, Callable[[Path], None]]) -> Path:
+    for sample, edit in layouts.items():
+        run = base / "Task" / sample.removeprefix("ghaw-")  # no run- prefix: found by its artifact names
+        shutil.copytree(REAL / sample, run)
+        edit(run)
+    return base
+
+
+def _grades(output: Path) -> list[tuple]:
+    from pipeline.tables import connect
+
+    con = connect(str(output))
+    assert not (output / "dead_letter").exists()  # written only when a run is dead-lettered
+    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 3
+    return con.execute("SELECT * FROM grader_results ORDER BY ALL").fetchall()
+
+
+def test_a_fleet_of_downloads_grades_as_its_artifact_roots(tmp_path):
+    def old_structure(run: Path) -> None:  # everything, aw_info.json too, under the job's prefix
+        for rel in ("aw_info.json", "agent-session.jsonl", "agent_usage.json", TOKENS):
+            _move(run, rel, "agent-artifacts/tmp/gh-aw/" + rel)
+
+    def usage_only(run: Path) -> None:
+        _move(run, TOKENS, USAGE_TOKEN_USAGE)
+
+    downloads = _fleet(tmp_path / "downloads", {
+        "ghaw-copilot-routed-gpt-responses": old_structure,
+        "ghaw-claude-awf-steering-notices": lambda run: None,
+        "ghaw-copilot-subagent-failed-and-alias": usage_only,
+    })
+    roots = _fleet(tmp_path / "roots", {
+        "ghaw-copilot-routed-gpt-responses": lambda run: None,
+        "ghaw-claude-awf-steering-notices": lambda run: _move(run, "usage/agent_usage.json", "agent_usage.json"),
+        "ghaw-copilot-subagent-failed-and-alias": lambda run: _move(run, "usage/agent_usage.json",
+                                                                    "agent_usage.json"),
+    })
+    for fleet in (downloads, roots):
+        assert main(["run", "--input", str(fleet), "--output", str(fleet) + "-out", "--log-level", "WARNING"]) == 0
+    got, want = _grades(Path(str(downloads) + "-out")), _grades(Path(str(roots) + "-out"))
+    assert got == want and len(got) > 3
