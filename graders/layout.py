@@ -16,8 +16,12 @@ ARTIFACT_NAMES: Final = frozenset(
         "aw_info.json", "aw-info", "agent_output.json", "agent-output", "agent_usage.json",
         "mcp-logs", "sandbox", "agent", "usage", "graders", "evals.jsonl", "aw.patch",
         "safe-outputs", "safe_output.jsonl", "agent-stdio.log", "activation",
+        # What `gh aw logs` adds (graders/download_layout.py maps the folders to artifact-root paths).
+        "agent-artifacts", "firewall-audit-logs", "agent-session.jsonl",
     }
 )
+# An older agent artifact keeps the job's absolute prefix: ``tmp/gh-aw/`` is an artifact root.
+TMP_PREFIX: Final = ("tmp", "gh-aw")
 RUN_DIR = re.compile(r"^run-([0-9A-Za-z._-]+)$")
 DATE_DIR = re.compile(r"^(?:date=)?(\d{4}-\d{2}-\d{2})$")
 
@@ -30,10 +34,15 @@ def run_root_of(rel_path: str) -> str | None:
     for i, part in enumerate(parts[:-1]):
         if RUN_DIR.match(part):
             return "/".join(parts[: i + 1])
-    for i, part in enumerate(parts):
-        if part in ARTIFACT_NAMES and i > 0:
+    for i in range(1, len(parts)):
+        if artifact_top(parts[i:]):
             return "/".join(parts[:i])
     return None
+
+
+def artifact_top(parts: list[str]) -> bool:
+    """Whether a path's parts (relative to a run folder) start with a gh-aw artifact name."""
+    return bool(parts) and (parts[0] in ARTIFACT_NAMES or (tuple(parts[:2]) == TMP_PREFIX and len(parts) > 2))
 
 
 def real_date(text: str) -> bool:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import IO, Any, Final
 
+from graders.download_layout import artifact_root_paths
 from graders.jsonio import MAX_FILE_SIZE, MAX_LINE_LENGTH, LineBatch
 
 # 64 KiB blocks keep a batch's parsed records in the CPU cache while they are used (1 MiB
@@ -56,7 +57,11 @@ def bounded_listing(root: str, listing: Iterable[tuple[Any, ...]]) -> list[tuple
 
 
 class RunFiles:
-    """Files of one run, addressed by POSIX paths relative to the run root."""
+    """Files of one run, addressed by POSIX paths relative to the run's artifact root.
+
+    ``sizes`` is the run folder's listing; a `gh aw logs` download's files are addressed where the
+    in-job grader had them (graders/download_layout.py), and opened where they are listed.
+    """
 
     def __init__(
         self,
@@ -69,7 +74,9 @@ class RunFiles:
         self.started = clock()  # the run's time budget counts from here
         if len(sizes) > MAX_RUN_FILES:
             raise RunOverBudget(f"{root}: run folder holds more than {MAX_RUN_FILES} files; not read")
-        self.sizes = dict(sizes)
+        # Artifact-root path -> listed path: the one place a download's layout is undone.
+        self.listed = artifact_root_paths(sizes)
+        self.sizes = {rel: sizes[src] for rel, src in self.listed.items()}
         self._opener = opener
         # Entries of the listing that are not read (``skipped_warnings``): the run's warnings.
         self.warnings = list(warnings or [])
@@ -84,7 +91,7 @@ class RunFiles:
         return self.sizes.get(rel)
 
     def open(self, rel: str) -> AbstractContextManager[IO[bytes]]:
-        return self._opener(rel)
+        return self._opener(self.listed.get(rel, rel))
 
     def _over_limit(self, rel: str) -> FileTooLarge:
         return FileTooLarge(f"{self.display(rel)}: more than {MAX_FILE_SIZE} bytes read (listed as "
@@ -191,7 +198,7 @@ class RunFiles:
         return h.hexdigest()
 
     def display(self, rel: str) -> str:
-        return f"{self.root.rstrip('/')}/{rel}"
+        return f"{self.root.rstrip('/')}/{self.listed.get(rel, rel)}"
 
 
 # The kinds of a folder's entries, from the directory listing (a stat only where the

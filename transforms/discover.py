@@ -12,7 +12,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from graders import runfiles
-from graders.layout import ARTIFACT_NAMES, RUN_DIR, run_root_of
+from graders.layout import RUN_DIR, artifact_top, run_root_of
 from graders.runfiles import NOT_UTF8, shown_name, utf8_name, walk_local
 from transforms.beamfiles import join
 from transforms.progress import DISCOVERED, FINISHED, Tally
@@ -106,7 +106,7 @@ def _belongs_to_base(rel: str) -> bool | None:
     gh-aw artifact name at its top, not within a nested run folder; False for a file of a run
     folder below; None for a file that says neither (a README)."""
     parts = rel.split("/")
-    if parts[0] in ARTIFACT_NAMES and not any(RUN_DIR.match(p) for p in parts[1:-1]):
+    if artifact_top(parts) and not any(RUN_DIR.match(p) for p in parts[1:-1]):
         return True
     return False if run_root_of(rel) is not None else None
 
