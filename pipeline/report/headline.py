@@ -74,7 +74,8 @@ def _lede(rows: list[dict[str, Any]], fdr: float) -> str:
             worse.setdefault(r["workflow"], []).append(r["grader_id"])
         elif r["verdict"] == "improved":
             better.setdefault(r["workflow"], []).append(r["grader_id"])
-    short = sum(r["verdict"] == "insufficient-data" for r in rows)
+    empty = sum(not _graded(r) for r in rows)
+    short = sum(r["verdict"] == "insufficient-data" and _graded(r) for r in rows)
     tested = sum(r["verdict"] != "insufficient-data" for r in rows)
     if worse:
         items = "".join(
@@ -91,7 +92,15 @@ def _lede(rows: list[dict[str, Any]], fdr: float) -> str:
     if short:
         text += (f" <b>{short} cell(s) have too little data to say</b> (fewer than {MIN_RUNS} graded runs in the "
                  "current or the baseline window); each says how many more runs it needs.")
+    if empty:
+        text += (f" {empty} cell(s) have no graded value in either window (the grader was unavailable or "
+                 "failed on every run) and are not listed.")
     return text
+
+
+def _graded(r: dict[str, Any]) -> bool:
+    """Whether a cell has any graded value: one without is no finding, only noise in the table."""
+    return bool(r.get("n_current") or r.get("n_baseline"))
 
 
 def render(data: ReportData) -> str:
@@ -109,7 +118,7 @@ def render(data: ReportData) -> str:
              "Intervals are 95% bootstraps resampling tasks; the change date is where the daily series "
              "shifted (docs/statistics.md).")
     body = f'<div class="lede">{_lede(rows, DEFAULT_FDR)}</div>'
-    shown = [r for r in rows if (r["workflow"], r["grader_id"]) in data.regression_runs]
+    shown = [r for r in rows if (r["workflow"], r["grader_id"]) in data.regression_runs and _graded(r)]
     if shown:
         body += table(["verdict", "workflow", "grader", ("current", "num"), ("baseline", "num"),
                        ("difference [95%]", "num"), ("q", "num"), "change", f"runs (worst {RUNS_TO_LOOK_AT} now)"],

@@ -25,3 +25,16 @@ def test_flags_the_planted_drop_and_not_the_rise(shifted_output: Path, tmp_path:
     assert SHIFT_DATE in {m["data-date"] for m in metrics(html, "change-point")}
     dots = [m for m in metrics(html, "daily-mean") if m["data-grader"] == "tool-success-rate"]
     assert dots and all(m["data-workflow"] == "ci-doctor" for m in dots)
+
+
+def test_cells_without_any_graded_value_are_counted_not_listed() -> None:
+    """A grader unavailable on every run (no IR: the trajectory graders) has nothing to test."""
+    from pipeline.report.headline import _graded, _lede
+
+    empty = {"workflow": "wf", "grader_id": "trajectory-ndtw", "verdict": "insufficient-data",
+             "n_current": 0, "n_baseline": 0}
+    short = {"workflow": "wf", "grader_id": "retries", "verdict": "insufficient-data", "n_current": 3, "n_baseline": 0}
+    text = _lede([empty, short], 0.05)
+    assert "1 cell(s) have too little data" in text
+    assert "1 cell(s) have no graded value in either window" in text
+    assert not _graded(empty) and _graded(short)
