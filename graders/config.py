@@ -20,7 +20,7 @@ from graders import registry
 from graders.builtin import BUILTIN_IDS
 from graders.config_errors import GradersConfigError, go_key, go_quote, go_trim, go_type
 from graders.config_evaluator import inline_evaluator, read_run_evaluator
-from graders.config_load import collect_graders
+from graders.config_load import collect_graders, repository_root
 from graders.plan import GradingPlan, PlanEntry, default_plan
 
 __all__ = ["GradersConfigError", "load_graders", "load_graders_dir", "parse_graders"]
@@ -320,13 +320,6 @@ def parse_graders(raw: Any, ctx: PlanContext | None = None) -> GradingPlan | Non
     return build_plan(parse_definitions(raw), ctx)
 
 
-def _repo_root(start: Path) -> Path | None:
-    for parent in (start.resolve(), *start.resolve().parents):
-        if (parent / ".git").exists():
-            return parent
-    return None
-
-
 def load_graders(path: str | Path) -> GradingPlan:
     """The plan of one configuration file (``.yaml``/``.yml``/``.json`` or a workflow ``.md``).
 
@@ -336,7 +329,7 @@ def load_graders(path: str | Path) -> GradingPlan:
     p = Path(path)
     try:
         present, raw = collect_graders(p)
-        plan = parse_graders(raw, PlanContext(workflow_path=p, repo_root=_repo_root(p.parent))) if present else None
+        plan = parse_graders(raw, PlanContext(workflow_path=p, repo_root=repository_root(p.parent))) if present else None
     except GradersConfigError as exc:
         exc.path = exc.path or str(p)
         raise

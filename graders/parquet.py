@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -66,14 +66,16 @@ def partition_path(table: str, workflow: str | None, date: str | None) -> str:
     return f"{table}/workflow={partition_value(workflow)}/date={partition_value(date, 'date')}"
 
 
-def partition_values(path: str, data: bytes | None = None) -> tuple[str | None, str | None]:
+def partition_values(path: str, data: bytes | Callable[[], bytes | None] | None = None,
+                     ) -> tuple[str | None, str | None]:
     """(workflow, date) of a partition file: as its hive path gives them, but for a hashed
-    workflow, which its file's ``data`` keeps whole."""
+    workflow, which its file's ``data`` keeps whole (``data`` may be a reader, called only then)."""
     parts = dict(p.split("=", 1) for p in path.split("/") if "=" in p)
     raw_workflow, raw_date = parts.get("workflow"), parts.get("date")
     workflow = None if raw_workflow is None else decode_partition_value(raw_workflow)
     if raw_workflow is not None and data is not None and is_hashed(raw_workflow):
-        workflow = stored_original(data) or workflow
+        content = data() if callable(data) else data
+        workflow = (stored_original(content) if content is not None else None) or workflow
     return workflow, None if raw_date is None else decode_partition_value(raw_date)
 
 

@@ -44,7 +44,7 @@ def read_aw_info(files: RunFiles) -> tuple[str | None, dict[str, Any] | None]:
     return None, None
 
 
-def _text(value: Any) -> str | None:
+def text_value(value: Any) -> str | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -67,10 +67,10 @@ def _short(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
-def _attempt(value: Any, where: str) -> int:
+def parse_attempt(value: Any, where: str) -> int:
     if value is None:
         return 1
-    text = _text(value)
+    text = text_value(value)
     if text is None or not text.isdigit() or int(text) < 1:
         raise MetadataError(f"{where}: run_attempt must be a positive integer, got {_short(str(value))}")
     if len(text) > 10 or int(text) > MAX_ATTEMPT:
@@ -90,7 +90,7 @@ def check_name(value: str, field: str, limit: int, where: str) -> str:
     return value
 
 
-def _date_of(created_at: str, where: str) -> str:
+def utc_date_of(created_at: str, where: str) -> str:
     try:
         ts = datetime.fromisoformat(created_at)
         if ts.tzinfo is not None:
@@ -107,8 +107,8 @@ def determine_run_meta(files: RunFiles, run_root: str) -> RunMeta:
     wf_hint, id_hint, date_hint = layout_hints(run_root)
     where = files.display(rel) if rel else files.root
     info = info or {}
-    workflow = _text(info.get("workflow_name")) or wf_hint
-    run_id = _text(info.get("run_id")) or id_hint
+    workflow = text_value(info.get("workflow_name")) or wf_hint
+    run_id = text_value(info.get("run_id")) or id_hint
     created_raw = info.get("created_at")
     created_at = created_raw.strip() if isinstance(created_raw, str) and created_raw.strip() else None
     if workflow is None:
@@ -120,7 +120,7 @@ def determine_run_meta(files: RunFiles, run_root: str) -> RunMeta:
         raise MetadataError(f"{where}: cannot determine the run id")
     bad_folder = not_a_date_folder(run_root)
     if created_at is not None:
-        date = _date_of(created_at, where)
+        date = utc_date_of(created_at, where)
     elif bad_folder is not None:
         raise MetadataError(f"{files.root}: the folder {bad_folder!r} in its path is not a real date "
                             "(YYYY-MM-DD), and aw_info.json has no created_at")
@@ -131,7 +131,7 @@ def determine_run_meta(files: RunFiles, run_root: str) -> RunMeta:
             f"{where}: cannot determine the run date (no aw_info.json created_at and no "
             f"YYYY-MM-DD folder in the path)"
         )
-    check_name(workflow, "workflow_name" if _text(info.get("workflow_name")) else "the workflow folder",
+    check_name(workflow, "workflow_name" if text_value(info.get("workflow_name")) else "the workflow folder",
                MAX_WORKFLOW_CHARS, where)
     check_name(run_id, "run_id", MAX_RUN_ID_CHARS, where)
     repository = info.get("repository") if isinstance(info.get("repository"), str) else None
@@ -140,7 +140,7 @@ def determine_run_meta(files: RunFiles, run_root: str) -> RunMeta:
     return RunMeta(
         workflow=workflow,
         run_id=run_id,
-        attempt=_attempt(info.get("run_attempt"), where),
+        attempt=parse_attempt(info.get("run_attempt"), where),
         date=date,
         created_at=created_at,
         repository=repository,

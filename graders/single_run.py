@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 
 from graders.layout import ARTIFACT_NAMES, DATE_DIR, RUN_DIR, run_root_of
 from graders.runfiles import RunFiles
-from graders.runmeta import MetadataError, _attempt, _date_of, _text, read_aw_info
+from graders.runmeta import MetadataError, parse_attempt, read_aw_info, text_value, utc_date_of
 from schemas.documents import RunMeta
 
 
@@ -58,13 +58,13 @@ def single_run_meta(files: RunFiles, path: str) -> RunMeta:
     date = date_hint or ""
     if created_at is not None:
         try:
-            date = _date_of(created_at, where)
+            date = utc_date_of(created_at, where)
         except MetadataError:  # nothing is partitioned by it here: the path's date, if any
             pass
     return RunMeta.model_construct(
-        workflow=_text(info.get("workflow_name")) or wf_hint or "",
-        run_id=_text(info.get("run_id")) or id_hint or "",
-        attempt=_attempt(info.get("run_attempt"), where),
+        workflow=text_value(info.get("workflow_name")) or wf_hint or "",
+        run_id=text_value(info.get("run_id")) or id_hint or "",
+        attempt=parse_attempt(info.get("run_attempt"), where),
         date=date,
         created_at=created_at,
         repository=repository if isinstance(repository, str) else None,

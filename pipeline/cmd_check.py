@@ -16,6 +16,7 @@ from typing import Any
 
 from graders.stats.cells import DEFAULT_BASELINE, DEFAULT_FDR, DEFAULT_WINDOW, verdict
 from pipeline.errors import UsageError
+from pipeline.options import days
 from pipeline.stats_read import (
     copy_table,
     has_table,
@@ -42,13 +43,6 @@ def _non_negative(text: str) -> float:
     return value
 
 
-def _days(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= 3660:
-        raise argparse.ArgumentTypeError(f"must be a whole number of days from 1 to 3660, got {text}")
-    return value
-
-
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "check",
@@ -61,9 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="false-discovery rate: a cell counts when its BH q-value is at most this (default 0.05)")
     p.add_argument("--min-effect", type=_non_negative, default=0.0, metavar="SD",
                    help="smallest change that counts, in standard deviations of the baseline (default 0)")
-    p.add_argument("--window", type=_days, help="current window in days (default: the windows `run` stored, "
+    p.add_argument("--window", type=days, help="current window in days (default: the windows `run` stored, "
                    "--regression-window, else 7)")
-    p.add_argument("--baseline", type=_days, help="baseline window in days before it (default: the windows `run` "
+    p.add_argument("--baseline", type=days, help="baseline window in days before it (default: the windows `run` "
                    "stored, --regression-baseline, else 28)")
     p.add_argument("--workflow", action="append", default=[], help="only this workflow (repeatable)")
     p.add_argument("--grader", action="append", default=[], help="only this grader id (repeatable)")

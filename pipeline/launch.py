@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pipeline.errors import UsageError
-from pipeline.options import is_dry_run, local_runner, pipeline_options
+from pipeline.options import LOCAL_RUNNERS, is_dry_run, local_runner, pipeline_options
 
 if TYPE_CHECKING:
     import apache_beam as beam
@@ -74,7 +74,7 @@ def run_pipeline(args: argparse.Namespace, options: PipelineOptions, p: beam.Pip
         return None
     from transforms.progress import reporting
 
-    with reporting(enabled=local_runner(args.runner) is not None):  # one line for the job; never on Dataflow
+    with reporting(enabled=args.runner in LOCAL_RUNNERS):  # one line for the job; never on Dataflow
         result = p.run()
         result.wait_until_finish()
     return result

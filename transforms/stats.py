@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import functools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from graders.parquet import decode_table, is_hashed, partition_values
+from graders.parquet import decode_table, partition_values
 from graders.stats.cells import (
     DEFAULT_BASELINE,
     DEFAULT_WINDOW,
@@ -80,8 +81,8 @@ def stored_partitions(output: str, table: str = "grader_results") -> list[Partit
         return []
     out = []
     for m in metas:
-        hashed = is_hashed(m.path.rsplit("/workflow=", 1)[-1].split("/", 1)[0])  # its name is in the file
-        workflow, date = partition_values(m.path, read_if_exists(m.path) if hashed else None)
+        # A hashed workflow's name is in its file, read only for those.
+        workflow, date = partition_values(m.path, functools.partial(read_if_exists, m.path))
         if workflow is not None and date is not None:
             out.append((workflow, date))
     return sorted(set(out))
