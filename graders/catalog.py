@@ -4,3 +4,4 @@ from graders import (
     builtin,  # noqa: F401
     trajectory,  # noqa: F401
 )
+from graders.families import observed  # noqa: F401

@@ -15,7 +15,7 @@ import orjson
 
 from graders import registry
 
-Source = Literal["builtin", "inline", "operational-value"]
+Source = Literal["builtin", "inline", "operational-value", "fleetgrade"]
 
 
 @dataclass(frozen=True)
@@ -120,14 +120,20 @@ def entry_from_spec(spec: registry.GraderSpec, overrides: dict[str, Any] | None 
     )
 
 
+def _reference_specs() -> list[registry.GraderSpec]:
+    """The graders of a gh-aw plan: the observed family is graded beside it, never in it
+    (graders/families/observed.py), so manifests and ``graderCount`` stay gh-aw's."""
+    return [s for s in registry.all_specs() if s.family != "observed"]
+
+
 def default_plan() -> GradingPlan:
     """No configuration: every registered grader (built-ins, then trajectory) with defaults."""
-    return GradingPlan(tuple(entry_from_spec(s) for s in registry.all_specs()))
+    return GradingPlan(tuple(entry_from_spec(s) for s in _reference_specs()))
 
 
 def plan_with_overrides(overrides: dict[str, dict[str, Any]]) -> GradingPlan:
     """Defaults with per-grader metadata/config overrides (the conformance ``config.json``)."""
-    return GradingPlan(tuple(entry_from_spec(s, overrides.get(s.id)) for s in registry.all_specs()))
+    return GradingPlan(tuple(entry_from_spec(s, overrides.get(s.id)) for s in _reference_specs()))
 
 
 def family_of(entry: PlanEntry) -> str:

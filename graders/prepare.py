@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graders.engine import Executor, grade_trace
+from graders.formats.evidence import RunEvidence, evidence_warnings, read_evidence
 from graders.layout import ARTIFACT_NAMES
 from graders.opvalue.archived import archived_entry
 from graders.plan import GradingPlan, PlanEntry, with_entry
@@ -40,6 +41,8 @@ class PreparedRun:
     # Incremental backfill: the run's listing digest and its previous state row, if any.
     listing_digest: str = ""
     previous: dict[str, Any] | None = field(default=None, repr=False)
+    # What the observed graders and the trace rules read beyond the trace (graders/formats/evidence.py).
+    evidence: RunEvidence | None = field(default=None, repr=False)
 
     def plan(self, base: GradingPlan) -> GradingPlan:
         """The run's plan: ``base`` plus its archived evaluator when ``base`` has none."""
@@ -69,8 +72,10 @@ def prepare_run(
     evals = read_evals(files, report)
     archived = archived_entry(files)
     file_ir = read_trajectory_ir_file(files, report)
+    evidence = read_evidence(files, aw_info)
+    report.warnings.extend(evidence_warnings(evidence))
     files.check_time()  # preprocessing after the last read counts too
-    return PreparedRun(meta, trace, report, files.input_digest(), evals, aw_info, archived, file_ir)
+    return PreparedRun(meta, trace, report, files.input_digest(), evals, aw_info, archived, file_ir, evidence=evidence)
 
 
 @dataclass

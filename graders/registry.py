@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 Direction = Literal["higher_is_better", "lower_is_better"]
-Family = Literal["builtin", "trajectory"]
+Family = Literal["builtin", "trajectory", "observed"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class GraderContext:
     config: Any = field(default_factory=dict)
     grader_count: int = 0
     file_ir: Any = None
+    # The run's ``RunEvidence`` (graders/formats/evidence.py): what the observed family grades.
+    evidence: Any = None
     # Values derived from the run's trace alone, computed by the first grader that needs them
     # and shared by the run's other graders (``grade_trace`` gives a run's graders one dict).
     run_memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)

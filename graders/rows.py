@@ -62,7 +62,7 @@ def result_rows(
     rows = []
     for r in results:
         index, entry = entries[r["id"]]
-        spec = registry.get(entry.id) if entry.source == "builtin" else None
+        spec = registry.get(entry.id) if entry.source in ("builtin", "fleetgrade") else None
         impl = r.get("implementation", {})
         rows.append(
             {

@@ -24,7 +24,7 @@ from graders.trace_rules.config import TraceConfig
 from schemas.version import FLEETGRADE_VERSION
 
 # Tables whose rows belong to a graded run, identified by (run_id, attempt) in its partition.
-RUN_TABLES = ("grader_results", "runs", "trace_verdicts")
+RUN_TABLES = ("grader_results", "runs", "trace_verdicts", "grader_drift")
 
 
 def listing_digest(listing: Iterable[tuple[Any, ...]]) -> str:
@@ -51,8 +51,13 @@ def grading_digest(plan: GradingPlan, trace_config: TraceConfig, archived_evalua
 
     A run's own archived evaluator is part of its input listing, not of this digest.
     """
+    from graders.families.observed import observed_plan
+
+    observed = observed_plan()
     doc = {
         "archived_evaluators": archived_evaluators,
+        # The observed family is graded on every run beside the plan (graders/families/observed.py).
+        "observed": [observed.manifest(), [implementation_digest(e) for e in observed.entries]],
         "manifest": plan.manifest(),
         "implementations": [implementation_digest(e) for e in plan.entries],
         "trace_rules": _config_json(trace_config),

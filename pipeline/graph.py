@@ -139,6 +139,7 @@ def build(
         "dead_letter": {"prepare": prepared[DEAD], "duplicate": unique[DEAD], "grade-trace-rules": rules["dead_letter"],
                         **{f"grade-{f}": rows for f, rows in graded["dead_letter"].items()}},
         "trace_verdicts": verdicts,
+        "grader_drift": graded["grader_drift"],
         "task_reliability": reliability,
         "grader_stats": stats["grader_stats"],
         "regressions": stats["regressions"],

@@ -85,6 +85,25 @@ DEAD_LETTER = pa.schema(
     ]
 )
 
+# gh-aw's archived grade beside fleetgrade's recomputation, for each grader where they differ
+# (graders/tables/drift.py); no row where they agree.
+GRADER_DRIFT = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("attempt", pa.int32()),
+        ("grader_id", pa.string()),
+        ("differs", pa.list_(pa.string())),
+        ("archived_value", pa.float64()),
+        ("archived_status", pa.string()),
+        ("archived_message", pa.string()),
+        ("value", pa.float64()),
+        ("status", pa.string()),
+        ("message", pa.string()),
+        ("archived_path", pa.string()),
+        ("fleetgrade_version", pa.string()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "grader_results": GRADER_RESULTS,
     "runs": RUNS,
@@ -142,6 +161,7 @@ def _register_families() -> None:
 
     register_table("trace_verdicts", file_schema(TRACE_VERDICTS), ("run_id", "attempt"),
                    identity=("run_id", "attempt"))
+    register_table("grader_drift", GRADER_DRIFT, ("run_id", "attempt", "grader_id"), identity=("run_id", "attempt"))
     # An aggregate over every run of a task: recomputed whole on each run, never merged.
     register_table("task_reliability", file_schema(TASK_RELIABILITY), ("task",), replace_table=True)
     # Observations accumulate: a row goes only when a new row has its (run, attempt, digest, time).

@@ -11,9 +11,11 @@ from apache_beam.metrics import Metrics
 
 from graders.engine import Executor, grade_trace
 from graders.executors import SANDBOXED_SOURCES, close_executor, make_executor
+from graders.families.observed import grade_observed, observed_plan
 from graders.plan import PlanSet, family_ids
 from graders.prepare import PreparedRun, bind_executor
 from graders.rows import counts_part, dead_letter_row, failure_part, result_rows, run_row
+from graders.tables.drift import drift_rows
 
 SANDBOX_MIN_RAM = "4GB"
 
@@ -46,6 +48,8 @@ class GradeFamily(beam.DoFn):
         yield from result_rows(prep.meta, results, plan, prep.input_digest)
         # The run's status counts leave with its rows, as a part of its ``runs`` row.
         yield beam.pvalue.TaggedOutput(COUNTS, counts_part(prep.meta, results))
+        for row in drift_rows(prep.meta, prep.evidence, results):
+            yield beam.pvalue.TaggedOutput(DRIFT, row)
 
     def teardown(self) -> None:
         for executor in self.executors.values():
@@ -54,6 +58,25 @@ class GradeFamily(beam.DoFn):
 
 
 COUNTS = "counts"  # GradeFamily's side output: its counts part of each graded run's ``runs`` row
+DRIFT = "drift"  # GradeFamily's side output: ``grader_drift`` rows (graders/tables/drift.py)
+OBSERVED = "observed"  # the observed family's step (graders/families/observed.py)
+
+
+class GradeObserved(beam.DoFn):
+    """The observed graders on every run, beside its plan: rows after the plan's (``grader_index``)."""
+
+    def __init__(self, plans: PlanSet) -> None:
+        self.plans = plans
+        self.graded = Metrics.counter("fleetgrade", f"graded_{OBSERVED}")
+
+    def process(self, prep: PreparedRun) -> Iterator[dict[str, Any] | beam.pvalue.TaggedOutput]:
+        results = grade_observed(prep.evidence)
+        self.graded.inc(len(results))
+        offset = len(prep.plan(self.plans.for_workflow(prep.meta.workflow)).enabled)
+        for row in result_rows(prep.meta, results, observed_plan(), prep.input_digest):
+            row["grader_index"] += offset
+            yield row
+        yield beam.pvalue.TaggedOutput(COUNTS, counts_part(prep.meta, results))
 
 
 def _run_stub(prep: PreparedRun, plans: PlanSet) -> dict[str, Any]:
@@ -66,7 +89,8 @@ def _run_stub(prep: PreparedRun, plans: PlanSet) -> dict[str, Any]:
 
 
 class GradeRuns(beam.PTransform):
-    """PreparedRun → {"grader_results": {family: rows}, "runs": {part: rows}, "dead_letter": rows}.
+    """PreparedRun → {"grader_results": {family: rows}, "runs": {part: rows}, "dead_letter": rows,
+    "grader_drift": {family: rows}}.
 
     Everything stays in per-family collections, handed to the sink as a table's named parts: the
     local runner materializes a Flatten or a join, which held a row per run of the fleet at once
@@ -85,21 +109,30 @@ class GradeRuns(beam.PTransform):
         stubs, bad_stubs = prepared | "RunStubs" >> beam.Map(_run_stub, self.plans).with_exception_handling()
         runs: dict[str, beam.PCollection] = {"stub": stubs}
         dead: dict[str, beam.PCollection] = {"runs": bad_stubs | "StubFailureRows" >> beam.Map(failure_row)}
-        for family in self.plans.families():
-            # The side output is declared, so Beam does not warn that it has no type hint.
-            grade: Any = beam.ParDo(GradeFamily(self.plans, family)).with_output_types(
-                typehints.Dict[str, typehints.Any], **{COUNTS: typehints.Dict[str, typehints.Any]})
+        drift: dict[str, beam.PCollection] = {}
+        row_hint = typehints.Dict[str, typehints.Any]
+        for family in [*self.plans.families(), OBSERVED]:
+            # The side outputs are declared, so Beam does not warn that they have no type hint.
+            if family == OBSERVED:
+                grade: Any = beam.ParDo(GradeObserved(self.plans)).with_output_types(row_hint, **{COUNTS: row_hint})
+                outputs: tuple[str, ...] = (COUNTS,)
+            else:
+                grade = beam.ParDo(GradeFamily(self.plans, family)).with_output_types(
+                    row_hint, **{COUNTS: row_hint, DRIFT: row_hint})
+                outputs = (COUNTS, DRIFT)
             # Only for distributed runners: a hint gives the step its own environment, which keeps
             # the local runner from fusing it with its siblings (every trace would be encoded).
             if self.resource_hints and family in SANDBOXED_SOURCES:
                 # A V8 helper or bubblewrap evaluators per worker need headroom beyond the graders.
                 grade = grade.with_resource_hints(min_ram=SANDBOX_MIN_RAM)
-            graded = prepared | f"Grade[{family}]" >> grade.with_outputs(COUNTS, main="rows").with_exception_handling()
+            graded = prepared | f"Grade[{family}]" >> grade.with_outputs(*outputs, main="rows").with_exception_handling()
             per_family[family] = graded["rows"]
             runs[f"counts-{family}"] = graded[COUNTS]
+            if DRIFT in outputs:
+                drift[family] = graded[DRIFT]
             dead[family] = graded["bad"] | f"GradeFailureRows[{family}]" >> beam.Map(failure_row)
             runs[f"failed-{family}"] = dead[family] | f"FailureParts[{family}]" >> beam.Map(failure_row_part)
-        return {"grader_results": per_family, "runs": runs, "dead_letter": dead}
+        return {"grader_results": per_family, "runs": runs, "dead_letter": dead, "grader_drift": drift}
 
 
 def _failure(exc_info: Any) -> tuple[str, str]:

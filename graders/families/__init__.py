@@ -1,0 +1,1 @@
+"""Grader families (the issue-30 layer ``graders/families/``)."""

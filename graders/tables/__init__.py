@@ -1,0 +1,1 @@
+"""Table rows (the issue-30 layer ``graders/tables/``)."""
