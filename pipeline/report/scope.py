@@ -19,7 +19,7 @@ from pipeline.tables import connect, create_table_view
 
 # Tables other families write; read when their partitions exist even if this checkout does not
 # register their schema in schemas.tables.TABLES.
-OPTIONAL_TABLES = ("trace_verdicts", "task_reliability", "observations")
+OPTIONAL_TABLES = ("trace_verdicts", "task_reliability", "observations", "grader_drift")
 
 
 @dataclass(frozen=True)
