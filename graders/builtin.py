@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from graders.jscompat import UNDEFINED, js_number_or_zero, js_string, js_stringify, js_truthy
-from graders.lazyjson import JsonLines, SafeInts, positions
-from graders.registry import GraderContext, GraderSpec, per_run, register
+from graders.jsrt.jscompat import UNDEFINED, js_number_or_zero, js_string, js_stringify, js_truthy
+from graders.jsrt.lazyjson import JsonLines, SafeInts, positions
+from graders.grading.registry import GraderContext, GraderSpec, per_run, register
 
 Trace = dict[str, Any]
 

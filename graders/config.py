@@ -2,7 +2,7 @@
 
 ``parse_graders(raw)`` mirrors ``parseGradersFromFrontmatter`` in gh-aw's graders_config.go, with
 its exact error messages; ``load_graders(path)`` and ``load_graders_dir(dir)`` read files (see
-``graders.config_load``). Deliberate differences are listed in docs/deviations-config.md; the main
+``graders.grading.config_load``). Deliberate differences are listed in docs/deviations-config.md; the main
 one: the trajectory graders of our registry are accepted as built-in ids (gh-aw's stored parser
 rejects them without a script, §14.1).
 """
@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from graders import registry
-from graders.builtin import BUILTIN_IDS
-from graders.config_errors import GradersConfigError, go_key, go_quote, go_trim, go_type
-from graders.config_evaluator import inline_evaluator, read_run_evaluator
-from graders.config_load import collect_graders, repository_root
-from graders.plan import GradingPlan, PlanEntry, default_plan
+from graders.grading import registry
+from graders.families.builtin import BUILTIN_IDS
+from graders.grading.config_errors import GradersConfigError, go_key, go_quote, go_trim, go_type
+from graders.grading.config_evaluator import inline_evaluator, read_run_evaluator
+from graders.grading.config_load import collect_graders, repository_root
+from graders.grading.plan import GradingPlan, PlanEntry, default_plan
 
 __all__ = ["GradersConfigError", "load_graders", "load_graders_dir", "parse_graders"]
 

@@ -2,7 +2,7 @@
 ``prepareOperationalValueGrader``, graders_operational_value.go), with its messages.
 
 Only the file checks live here (symbolic link, regular file, size, UTF-8, Bash shebang); the Bash
-syntax check and the sandboxed run belong to ``graders.opvalue``.
+syntax check and the sandboxed run belong to ``graders.families.opvalue``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import stat
 from pathlib import Path
 from typing import Final
 
-from graders.config_errors import GradersConfigError, go_quote
+from graders.grading.config_errors import GradersConfigError, go_quote
 
 MAX_EVALUATOR_BYTES: Final = 64 * 1024
 SHEBANGS: Final = ("#!/usr/bin/env bash\n", "#!/bin/bash\n")

@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from graders.config_errors import GradersConfigError
-from graders.safeyaml import BoundedLoaderMixin, YamlLimitError, describe, read_capped_text
+from graders.grading.config_errors import GradersConfigError
+from graders.grading.safeyaml import BoundedLoaderMixin, YamlLimitError, describe, read_capped_text
 
 
 class _Yaml12Loader(BoundedLoaderMixin, yaml.SafeLoader):

@@ -6,7 +6,7 @@ The reference-compatible graders must see exactly the files gh-aw's preprocessor
 artifact holds copies (``usage/agent_usage.json``, ``usage/graders/``, ``usage/evals.jsonl``,
 ``usage/agent/token_usage.jsonl``), and AWF's audit logs are a separate ``firewall-audit-logs``
 artifact. :func:`artifact_root_paths` is the one place that says where each of them belongs;
-``graders.runfiles.RunFiles`` applies it to every run's listing, so every reader sees
+``graders.runs.runfiles.RunFiles`` applies it to every run's listing, so every reader sees
 artifact-root paths. Everything not mapped keeps its own name (``usage/detection/…`` is the
 detection phase, never the agent's, and ``usage/aw_session.jsonl`` was written after the graders
 ran: neither has an artifact-root place).

@@ -7,10 +7,10 @@ from typing import Any, Protocol
 
 import orjson
 
-from graders import registry
-from graders.normalize import ResultMeta, error_result, normalize_result
-from graders.plan import GradingPlan, PlanEntry
-from graders.registry import GraderContext
+from graders.grading import registry
+from graders.grading.normalize import ResultMeta, error_result, normalize_result
+from graders.grading.plan import GradingPlan, PlanEntry
+from graders.grading.registry import GraderContext
 
 
 class Executor(Protocol):
@@ -76,7 +76,7 @@ def grade_one(
 
 def storable(result: dict[str, Any]) -> None:
     """Raise unless the result's free-form parts can be written as the rows' JSON text
-    (``graders.rows``): orjson refuses values nested deeper than 254 levels."""
+    (``graders.tables.rows``): orjson refuses values nested deeper than 254 levels."""
     if "diagnostics" in result or "metrics" in result:
         orjson.dumps([result.get("diagnostics"), result.get("metrics")], option=orjson.OPT_SORT_KEYS)
 

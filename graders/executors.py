@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graders.engine import Executor
+from graders.grading.engine import Executor
 
 SANDBOXED_SOURCES = ("inline", "operational-value")
 
@@ -14,12 +14,12 @@ def make_executor(source: str, allow_unsandboxed: bool = False) -> Executor | No
     explicit ``allow_unsandboxed`` (the ``--allow-unsandboxed`` flag) lifts that.
     """
     if source == "inline":
-        from graders.js_sandbox import JsSandbox
+        from graders.families.inline_js.sandbox import JsSandbox
 
         return JsSandbox()
     if source == "operational-value":
-        from graders.opvalue.executor import OperationalValueExecutor
-        from graders.opvalue.sandbox import SandboxOptions
+        from graders.families.opvalue.executor import OperationalValueExecutor
+        from graders.families.opvalue.sandbox import SandboxOptions
 
         return OperationalValueExecutor(options=SandboxOptions(allow_unsandboxed=allow_unsandboxed))
     return None

@@ -1,4 +1,4 @@
-"""The JavaScript that runs first in every fresh isolate of ``graders.js_sandbox``.
+"""The JavaScript that runs first in every fresh isolate of ``graders.families.inline_js.sandbox``.
 
 It mirrors gh-aw's trace_graders_worker.cjs bootstrap (frozen JSON globals, helpers, a Math copy
 without random), then removes what a pure, deterministic grader must not reach: clocks, randomness,

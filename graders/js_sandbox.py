@@ -13,7 +13,7 @@ Isolation: mini-racer binds one V8 context to one isolate and offers no way to c
 context in an isolate (ShadowRealm is "Not supported" without embedder hooks). So every evaluation
 gets a fresh isolate (about 10 ms), and nothing (prototype pollution, script-scope bindings, queued
 promise jobs, a half-exhausted heap) can survive into the next run. By default V8 runs in one
-long-lived helper process per sandbox (``graders.js_worker``), because a few scripts abort V8 with a
+long-lived helper process per sandbox (``graders.families.inline_js.worker``), because a few scripts abort V8 with a
 fatal error or keep a builtin running past termination; the helper is then killed and replaced and
 only that evaluation fails. ``setup()`` starts it (and V8, once, with its flags).
 
@@ -33,14 +33,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import orjson
 
-from graders.js_bootstrap import BOOTSTRAP_JS
-from graders.jscompat import UNDEFINED
-from graders.jsonio import JsonError, parse_json
-from graders.lazyjson import LazyList
-from graders.registry import GraderContext
+from graders.families.inline_js.bootstrap import BOOTSTRAP_JS
+from graders.jsrt.jscompat import UNDEFINED
+from graders.jsrt.jsonio import JsonError, parse_json
+from graders.jsrt.lazyjson import LazyList
+from graders.grading.registry import GraderContext
 
 if TYPE_CHECKING:
-    from graders.plan import PlanEntry
+    from graders.grading.plan import PlanEntry
 
 V8_FLAGS: Final = ("--single-threaded", "--disallow-code-generation-from-strings")
 SCRIPT_TIMEOUT_MS: Final = 5000
@@ -212,7 +212,7 @@ class JsSandbox:
         if self._ready:
             return
         if self.isolation == "process":
-            from graders.js_worker import WorkerClient
+            from graders.families.inline_js.worker import WorkerClient
 
             settings = {"timeout_ms": self.timeout_ms, "heap_limit_bytes": self.heap_limit_bytes,
                         "max_result_bytes": self.max_result_bytes,
@@ -276,7 +276,7 @@ class JsSandbox:
         with self._lock:  # one evaluation at a time per sandbox
             self.evaluations += 1
             if self._client is not None:
-                from graders.js_worker import WorkerDied
+                from graders.families.inline_js.worker import WorkerDied
 
                 try:
                     text = self._client.run({"script": script, "payload": payload})
@@ -297,7 +297,7 @@ class JsSandbox:
             raise JsGraderError(f"inline JavaScript sandbox unavailable: {self._unavailable}")
         with self._lock:
             if self._client is not None:
-                from graders.js_worker import WorkerDied
+                from graders.families.inline_js.worker import WorkerDied
 
                 try:
                     text = self._client.run({"compile": script})

@@ -3,7 +3,7 @@
 Some scripts bring V8 down with a fatal error that no in-process handler can catch (for example
 ``new Array(3e8).fill(1.5)``: "Fatal JavaScript out of memory: invalid table size"), and a few
 builtins ignore termination for many seconds. So ``JsSandbox`` keeps one long-lived helper process
-(``python -m graders.js_worker``) that evaluates scripts, each in a fresh isolate, and talks over
+(``python -m graders.families.inline_js.worker``) that evaluates scripts, each in a fresh isolate, and talks over
 pipes with length-prefixed JSON. The parent enforces a hard wall-clock limit; a crashed or stuck
 helper is killed and replaced, and only that one evaluation fails.
 
@@ -87,7 +87,7 @@ class WorkerClient:
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "graders.js_worker", json.dumps(self.settings)],
+                [sys.executable, "-m", "graders.families.inline_js.worker", json.dumps(self.settings)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, env=env)
             assert self.proc.stdout is not None
             hello = json.loads(_read(self.proc.stdout.fileno(), time.monotonic() + 60))
@@ -182,7 +182,7 @@ def cap_data(settings: dict[str, Any]) -> int:
     """Set ``RLIMIT_DATA`` to the current use plus the V8 heap, external and payload budgets."""
     import resource
 
-    from graders.js_sandbox import EXTERNAL_LIMIT_BYTES, HEAP_LIMIT_BYTES
+    from graders.families.inline_js.sandbox import EXTERNAL_LIMIT_BYTES, HEAP_LIMIT_BYTES
 
     baseline = data_bytes()
     limit = (baseline + int(settings.get("heap_limit_bytes", HEAP_LIMIT_BYTES))
@@ -194,7 +194,7 @@ def cap_data(settings: dict[str, Any]) -> int:
 def serve(settings: dict[str, Any]) -> None:
     """Child side: evaluate requests in fresh isolates until stdin closes."""
     os.environ.update(FIXED_ENV)  # before V8 and ICU start, whoever spawned us
-    from graders.js_sandbox import HEAP_LIMIT_BYTES, JsGraderError, JsSandbox
+    from graders.families.inline_js.sandbox import HEAP_LIMIT_BYTES, JsGraderError, JsSandbox
 
     out = sys.stdout.buffer
     sandbox = JsSandbox(isolation="inprocess", **settings)

@@ -17,9 +17,9 @@ from typing import Any, Final
 
 import orjson
 
-from graders.lazyjson import LazyList
+from graders.jsrt.lazyjson import LazyList
 
-# JSON arrays: lists, and the trace's lazy sequences (graders/lazyjson.py).
+# JSON arrays: lists, and the trace's lazy sequences (graders/jsrt/lazyjson.py).
 _ARRAYS: Final = (list, LazyList)
 
 __all__ = [

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
-from graders.jscompat import _WORD_BOUNDARY, compile_js_regex
+from graders.jsrt.jscompat import _WORD_BOUNDARY, compile_js_regex
 
 DEFAULT_BUDGET_S: Final = 2.0
 _NEGATED_CLASS: Final = re.compile(r"\(\?:\(\?!\[([^\]\[]*)\]\)\[\\s\\S\]\)")

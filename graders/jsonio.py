@@ -18,10 +18,10 @@ from typing import Any, Final, cast
 
 import orjson
 
-from graders.digits import has_long_digit_run
-from graders.jscompat import js_trim, utf16_len
-from graders.lazyjson import Item, Parsed
-from graders.records import DIGIT_SAFE, R, decoder, view
+from graders.jsrt.digits import has_long_digit_run
+from graders.jsrt.jscompat import js_trim, utf16_len
+from graders.jsrt.lazyjson import Item, Parsed
+from graders.jsrt.records import DIGIT_SAFE, R, decoder, view
 
 MAX_FILE_SIZE: Final = 50 * 1024 * 1024
 MAX_LINE_LENGTH: Final = 1024 * 1024

@@ -16,7 +16,7 @@ ARTIFACT_NAMES: Final = frozenset(
         "aw_info.json", "aw-info", "agent_output.json", "agent-output", "agent_usage.json",
         "mcp-logs", "sandbox", "agent", "usage", "graders", "evals.jsonl", "aw.patch",
         "safe-outputs", "safe_output.jsonl", "agent-stdio.log", "activation",
-        # What `gh aw logs` adds (graders/download_layout.py maps the folders to artifact-root paths).
+        # What `gh aw logs` adds (graders/runs/download_layout.py maps the folders to artifact-root paths).
         "agent-artifacts", "firewall-audit-logs", "agent-session.jsonl",
     }
 )

@@ -17,7 +17,7 @@ from typing import Any, overload
 
 import orjson
 
-from graders.digits import has_long_digit_run
+from graders.jsrt.digits import has_long_digit_run
 
 
 class Parsed:
@@ -53,7 +53,7 @@ def load_item(item: Item) -> Any:
     else:
         if not has_long_digit_run(item):
             return value
-    from graders.jsonio import parse_json  # jsonio imports this module
+    from graders.jsrt.jsonio import parse_json  # jsonio imports this module
 
     return parse_json(item)
 

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final
 
-from graders.jscompat import UNDEFINED, js_string, js_truthy
+from graders.jsrt.jscompat import UNDEFINED, js_string, js_truthy
 
 IMPLEMENTATION_ID: Final = "gh-aw/graders"
 GRADER_VERSION: Final = 1

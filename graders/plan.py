@@ -1,6 +1,6 @@
 """The grading plan: which graders run on a run, with which metadata (the manifest entries).
 
-A plan is derived from a validated ``graders:`` configuration (``graders.config``) or, with no
+A plan is derived from a validated ``graders:`` configuration (``graders.grading.config``) or, with no
 configuration, from the registry defaults. Its entries mirror ``grader_manifest.json``.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import orjson
 
-from graders import registry
+from graders.grading import registry
 
 Source = Literal["builtin", "inline", "operational-value", "fleetgrade"]
 

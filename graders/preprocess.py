@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Final
 
-from graders.jscompat import js_number_or_zero, js_truthy
-from graders.jsonio import (
+from graders.jsrt.jscompat import js_number_or_zero, js_truthy
+from graders.jsrt.jsonio import (
     MAX_FILE_SIZE,
     TOO_DEEP,
     JsonlStats,
@@ -22,10 +22,10 @@ from graders.jsonio import (
     parse_jsonl_records,
     too_deep,
 )
-from graders.lazyjson import Item, JsonLines, SafeInts, TokenSteps, load_item, positions
-from graders.records import EventRecord, GatewayRecord, R, TokenInts, TokenRecord
-from graders.runfiles import RunFiles
-from graders.toolcalls import gateway_tool_call, merge_tool_calls, native_tool_calls
+from graders.jsrt.lazyjson import Item, JsonLines, SafeInts, TokenSteps, load_item, positions
+from graders.jsrt.records import EventRecord, GatewayRecord, R, TokenInts, TokenRecord
+from graders.runs.runfiles import RunFiles
+from graders.formats.ghaw.toolcalls import gateway_tool_call, merge_tool_calls, native_tool_calls
 
 TOKEN_USAGE_PATHS: Final = (
     "sandbox/firewall-audit-logs/api-proxy-logs/token-usage.jsonl",

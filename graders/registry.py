@@ -1,6 +1,6 @@
 """The grader registry: stable ids, metadata and implementations.
 
-Each grader family module registers its graders here at import time (``graders.catalog``
+Each grader family module registers its graders here at import time (``graders.families.catalog``
 imports every family). Ids are stable: they key table rows, configs and manifests.
 """
 
@@ -101,4 +101,4 @@ def all_specs(family: Family | None = None) -> list[GraderSpec]:
 
 
 def _load() -> None:
-    import graders.catalog  # noqa: F401  (registers every family)
+    import graders.families.catalog  # noqa: F401  (registers every family)

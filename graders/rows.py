@@ -9,9 +9,9 @@ from typing import Any
 
 import orjson
 
-from graders import registry
-from graders.plan import GradingPlan, PlanEntry
-from graders.preprocess import PreprocessReport
+from graders.grading import registry
+from graders.grading.plan import GradingPlan, PlanEntry
+from graders.formats.ghaw.preprocess import PreprocessReport
 from schemas.documents import RunMeta
 from schemas.version import FLEETGRADE_VERSION
 

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import IO, Any, Final
 
-from graders.download_layout import artifact_root_paths
-from graders.jsonio import MAX_FILE_SIZE, MAX_LINE_LENGTH, LineBatch
+from graders.runs.download_layout import artifact_root_paths
+from graders.jsrt.jsonio import MAX_FILE_SIZE, MAX_LINE_LENGTH, LineBatch
 
 # 64 KiB blocks keep a batch's parsed records in the CPU cache while they are used (1 MiB
 # blocks were markedly slower in make bench).
@@ -60,7 +60,7 @@ class RunFiles:
     """Files of one run, addressed by POSIX paths relative to the run's artifact root.
 
     ``sizes`` is the run folder's listing; a `gh aw logs` download's files are addressed where the
-    in-job grader had them (graders/download_layout.py), and opened where they are listed.
+    in-job grader had them (graders/runs/download_layout.py), and opened where they are listed.
     """
 
     def __init__(

@@ -10,9 +10,9 @@ import unicodedata
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from graders.jsonio import MAX_FILE_SIZE, JsonError, parse_json
-from graders.layout import layout_hints, not_a_date_folder
-from graders.runfiles import RunFiles
+from graders.jsrt.jsonio import MAX_FILE_SIZE, JsonError, parse_json
+from graders.runs.layout import layout_hints, not_a_date_folder
+from graders.runs.runfiles import RunFiles
 from schemas.documents import RunMeta
 
 AW_INFO_PATHS: Final = ("aw_info.json", "aw-info/aw_info.json")

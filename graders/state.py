@@ -18,9 +18,9 @@ from typing import Any
 import msgspec
 import orjson
 
-from graders.plan import GradingPlan, PlanSet
-from graders.rows import implementation_digest
-from graders.trace_rules.config import TraceConfig
+from graders.grading.plan import GradingPlan, PlanSet
+from graders.tables.rows import implementation_digest
+from graders.families.trace_rules.config import TraceConfig
 from schemas.version import FLEETGRADE_VERSION
 
 # Tables whose rows belong to a graded run, identified by (run_id, attempt) in its partition.

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from operator import attrgetter
 from typing import Any
 
-from graders.jscompat import UNDEFINED, is_record, js_trim, js_truthy, stable_stringify
-from graders.records import EventData, EventRecord
+from graders.jsrt.jscompat import UNDEFINED, is_record, js_trim, js_truthy, stable_stringify
+from graders.jsrt.records import EventData, EventRecord
 
 
 def _js_or(*values: Any) -> Any:

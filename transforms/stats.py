@@ -28,7 +28,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from graders.parquet import decode_table, partition_values
+from graders.tables.parquet import decode_table, partition_values
 from graders.stats.cells import (
     DEFAULT_BASELINE,
     DEFAULT_WINDOW,

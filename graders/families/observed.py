@@ -16,12 +16,12 @@ from typing import Any, Final
 
 import orjson
 
-from graders import registry
-from graders.engine import describe_exception, result_meta
+from graders.grading import registry
+from graders.grading.engine import describe_exception, result_meta
 from graders.formats.evidence import McpCall, RunEvidence, TokenRecord
-from graders.normalize import error_result, normalize_result
-from graders.plan import GradingPlan, PlanEntry
-from graders.registry import Direction, GraderContext, GraderSpec
+from graders.grading.normalize import error_result, normalize_result
+from graders.grading.plan import GradingPlan, PlanEntry
+from graders.grading.registry import Direction, GraderContext, GraderSpec
 
 SOURCE: Final = "fleetgrade"
 IMPLEMENTATION_ID: Final = "fleetgrade/observed"

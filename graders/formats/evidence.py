@@ -11,7 +11,7 @@ One :func:`read_evidence` per run turns its files into a small, frozen :class:`R
 * gh-aw's own archived ``grader_results.json``, to compare with fleetgrade's recomputation.
 
 Formats are described in docs/formats.md (§1.4) and the graders in docs/observed-graders.md.
-Files are read through ``RunFiles`` only, by artifact-root path (graders/download_layout.py maps
+Files are read through ``RunFiles`` only, by artifact-root path (graders/runs/download_layout.py maps
 a `gh aw logs` download back to those paths). Hostile input: an unreadable or malformed line is
 skipped and counted in ``RunEvidence.malformed``, never raised; a file that cannot be decoded at
 all is a warning of the evidence. The run's reading budget (size, bytes, time) still applies.
@@ -25,10 +25,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from graders.download_layout import SANDBOX_TOKEN_USAGE, USAGE_TOKEN_USAGE
-from graders.jsonio import MAX_LINE_LENGTH, JsonError, parse_json
-from graders.opvalue.freeze import ARCHIVE_DIRS
-from graders.runfiles import RunFiles
+from graders.runs.download_layout import SANDBOX_TOKEN_USAGE, USAGE_TOKEN_USAGE
+from graders.jsrt.jsonio import MAX_LINE_LENGTH, JsonError, parse_json
+from graders.families.opvalue.freeze import ARCHIVE_DIRS
+from graders.runs.runfiles import RunFiles
 
 Outcome = Literal["success", "failure"]
 CallOutcome = Literal["ok", "error", "unanswered"]
@@ -542,7 +542,7 @@ def evidence_warnings(evidence: RunEvidence) -> list[str]:
 
 def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None) -> RunEvidence:
     """Everything the observed layer reads from one run (``aw_info`` as already read by
-    graders/runmeta.py, so the file is not read twice)."""
+    graders/runs/runmeta.py, so the file is not read twice)."""
     reading = _Reading()
     session_conclusions, session_file, session_safe_errors = _session(files, reading)
     conclusions = [*_run_summary(files, reading), *_aw_info(aw_info), *session_conclusions, *_agent_stdio(files)]

@@ -25,6 +25,6 @@ Deliberate differences from the reference, and why:
   bytes against the manifest digest and the original result's ``implementation.digest``.
 """
 
-from graders.opvalue.errors import OperationalValueError, SandboxUnavailableError
+from graders.families.opvalue.errors import OperationalValueError, SandboxUnavailableError
 
 __all__ = ["OperationalValueError", "SandboxUnavailableError"]

@@ -7,11 +7,11 @@ not verify becomes an entry that reports the reason as the grader's error.
 
 from __future__ import annotations
 
-from graders.opvalue.errors import OperationalValueError
-from graders.opvalue.executor import entry_from_archive
-from graders.opvalue.freeze import EVALUATOR_FILENAME, find_archive_file, load_run_archive
-from graders.plan import PlanEntry
-from graders.runfiles import RunFiles
+from graders.families.opvalue.errors import OperationalValueError
+from graders.families.opvalue.executor import entry_from_archive
+from graders.families.opvalue.freeze import EVALUATOR_FILENAME, find_archive_file, load_run_archive
+from graders.grading.plan import PlanEntry
+from graders.runs.runfiles import RunFiles
 
 GRADER_ID = "operational-value"
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from graders.opvalue.errors import SandboxUnavailableError
+from graders.families.opvalue.errors import SandboxUnavailableError
 
 CGROUP2_MAGIC: Final = 0x63677270
 REQUIRED: Final = ("memory", "pids")

@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from graders.jscompat import js_stringify
-from graders.jsonio import is_finite_number
-from graders.opvalue.freeze import ArchivedEvaluator, verify_archived
-from graders.opvalue.output import parse_output, raw_result
-from graders.opvalue.request import RunSubject, build_regrade_request, build_request
-from graders.opvalue.sandbox import SandboxOptions, run_evaluator
-from graders.plan import PlanEntry
-from graders.registry import GraderContext
+from graders.jsrt.jscompat import js_stringify
+from graders.jsrt.jsonio import is_finite_number
+from graders.families.opvalue.freeze import ArchivedEvaluator, verify_archived
+from graders.families.opvalue.output import parse_output, raw_result
+from graders.families.opvalue.request import RunSubject, build_regrade_request, build_request
+from graders.families.opvalue.sandbox import SandboxOptions, run_evaluator
+from graders.grading.plan import PlanEntry
+from graders.grading.registry import GraderContext
 
 
 def encode_request(request: dict[str, Any]) -> bytes:

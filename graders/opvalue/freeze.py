@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from graders.config import valid_run_path
-from graders.jsonio import JsonError, parse_json
-from graders.opvalue.errors import OperationalValueError
-from graders.runfiles import RunFiles
+from graders.grading.config import valid_run_path
+from graders.jsrt.jsonio import JsonError, parse_json
+from graders.families.opvalue.errors import OperationalValueError
+from graders.runs.runfiles import RunFiles
 
 MAX_EVALUATOR_BYTES: Final = 64 * 1024
 SHEBANGS: Final = (b"#!/usr/bin/env bash\n", b"#!/bin/bash\n")

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from graders.jscompat import js_key_order, js_trim
-from graders.jsonio import JsonError, is_finite_number, parse_json
-from graders.opvalue.errors import OperationalValueError
+from graders.jsrt.jscompat import js_key_order, js_trim
+from graders.jsrt.jsonio import JsonError, is_finite_number, parse_json
+from graders.families.opvalue.errors import OperationalValueError
 
 PREFIX: Final = "operational-value evaluator"
 _TIMESTAMP: Final = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z")

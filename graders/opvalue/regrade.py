@@ -10,7 +10,7 @@ It follows the older gh-aw ``graders operational-value <run-id> --evidence-at`` 
    when the original result has one) and ``run.createdAt``; the evaluator runs once, with no mode
    arguments (the newest contract; the old ``--definition``/``--grade-run`` calls are gone, so a
    baseline comes from the original result's ``baselineValue`` or from the caller);
-4. the output may follow either protocol (``graders.opvalue.output``).
+4. the output may follow either protocol (``graders.families.opvalue.output``).
 
 Integrity failures (1, 2) and an unavailable sandbox raise :class:`OperationalValueError`: no
 observation is recorded for an evaluator we could not trust or could not run. Failures of the
@@ -25,16 +25,16 @@ from typing import Any
 
 import orjson
 
-from graders.engine import describe_exception
-from graders.jsonio import is_finite_number
-from graders.normalize import ResultMeta, error_result, normalize_result
-from graders.opvalue.errors import OperationalValueError, SandboxUnavailableError
-from graders.opvalue.executor import encode_request
-from graders.opvalue.freeze import RESULTS_FILENAME, ArchivedEvaluator, load_run_archive, read_archive_json
-from graders.opvalue.output import Attainment, parse_output, parse_timestamp, raw_result
-from graders.opvalue.request import RunSubject, build_regrade_request, normalized_attempt
-from graders.opvalue.sandbox import SandboxOptions, run_evaluator
-from graders.runfiles import RunFiles
+from graders.grading.engine import describe_exception
+from graders.jsrt.jsonio import is_finite_number
+from graders.grading.normalize import ResultMeta, error_result, normalize_result
+from graders.families.opvalue.errors import OperationalValueError, SandboxUnavailableError
+from graders.families.opvalue.executor import encode_request
+from graders.families.opvalue.freeze import RESULTS_FILENAME, ArchivedEvaluator, load_run_archive, read_archive_json
+from graders.families.opvalue.output import Attainment, parse_output, parse_timestamp, raw_result
+from graders.families.opvalue.request import RunSubject, build_regrade_request, normalized_attempt
+from graders.families.opvalue.sandbox import SandboxOptions, run_evaluator
+from graders.runs.runfiles import RunFiles
 from schemas.version import FLEETGRADE_VERSION
 
 GRADER_ID = "operational-value"

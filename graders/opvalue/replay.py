@@ -12,11 +12,11 @@ from typing import Any
 
 import orjson
 
-from graders.opvalue.freeze import EVALUATOR_FILENAME, find_archive_file
-from graders.opvalue.regrade import RegradeRun
-from graders.opvalue.request import RunSubject
+from graders.families.opvalue.freeze import EVALUATOR_FILENAME, find_archive_file
+from graders.families.opvalue.regrade import RegradeRun
+from graders.families.opvalue.request import RunSubject
 from graders.prepare import PreparedRun
-from graders.runfiles import RunFiles
+from graders.runs.runfiles import RunFiles
 
 
 def has_archived_evaluator(files: RunFiles) -> bool:

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from graders.jscompat import js_number
-from graders.opvalue.errors import OperationalValueError
+from graders.jsrt.jscompat import js_number
+from graders.families.opvalue.errors import OperationalValueError
 
 SCHEMA_VERSION: Final = 1
 _DIGITS: Final = re.compile(r"[0-9]+")

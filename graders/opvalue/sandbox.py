@@ -53,10 +53,10 @@ from typing import IO, Final
 
 import orjson
 
-from graders.jscompat import js_trim
-from graders.opvalue import seccomp
-from graders.opvalue.cgroup import SandboxCgroup, find_parent
-from graders.opvalue.errors import OperationalValueError, SandboxUnavailableError
+from graders.jsrt.jscompat import js_trim
+from graders.families.opvalue import seccomp
+from graders.families.opvalue.cgroup import SandboxCgroup, find_parent
+from graders.families.opvalue.errors import OperationalValueError, SandboxUnavailableError
 
 DEFAULT_SYNTAX_CHECK_TIMEOUT_MS: Final = 5_000
 DEFAULT_EVALUATOR_TIMEOUT_MS: Final = 120_000

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from graders import safeyaml
+from graders.grading import safeyaml
 
 DEFAULTS: dict[str, Any] = {
     "verified": False,

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from graders.trace_rules.jsonl import Warn, ignore_warning, iter_objects
-from graders.trace_rules.model import Run, Step
+from graders.formats.jsonl import Warn, ignore_warning, iter_objects
+from graders.formats.model import Run, Step
 
 OBSERVATION_CHARS = 200
 _ARG_KEYS = ("file_path", "path", "pattern", "query", "command", "url", "prompt")

@@ -1,7 +1,7 @@
 """Trace-rule input from a gh-aw run: its preprocessed trace (graders.md §5) and task identity.
 
 * Steps are ``trace["toolCalls"]`` in order; the name is ``name`` or else ``tool``; a step
-  failed by the same rule as the ``tool_success_rate`` grader (``graders.builtin.is_tool_failure``).
+  failed by the same rule as the ``tool_success_rate`` grader (``graders.families.builtin.is_tool_failure``).
 * Delivered: a gh-aw run has no task-level verdict in its trace, so a run is delivered unless
   its agent output reports errors (``agentOutput.errors`` is a non-empty list), or its observed
   conclusion (graders/formats/evidence.py: run_summary.json, the unified session, the agent's
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders.builtin import is_tool_failure
-from graders.trace_rules.model import Run, Step
+from graders.families.builtin import is_tool_failure
+from graders.formats.model import Run, Step
 
 OBSERVATION_CHARS = 200
 # Where an aw_info.json may carry the triggering issue / PR number (first present wins).

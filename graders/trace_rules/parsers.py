@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from graders.trace_rules.copilot import runs_from_copilot_events
-from graders.trace_rules.ghaw import run_from_ghaw_trace, task_key
-from graders.trace_rules.jsonl import Warn, ignore_warning, iter_objects, json_type
-from graders.trace_rules.model import Run, Step
+from graders.formats.copilot import runs_from_copilot_events
+from graders.formats.ghaw.trace import run_from_ghaw_trace, task_key
+from graders.formats.jsonl import Warn, ignore_warning, iter_objects, json_type
+from graders.formats.model import Run, Step
 
 __all__ = [
     "TraceFormatError",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from graders.trace_rules.verdicts import GradeReport
+from graders.families.trace_rules.verdicts import GradeReport
 
 RULE = "─" * 60
 MARKS = {"clean-pass": "PASS", "pass-with-warnings": "WARN", "corrupt-success": "CORRUPT", "fail": "FAIL"}

@@ -10,8 +10,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from graders.trace_rules.config import TraceConfig
-from graders.trace_rules.model import Flag, Run
+from graders.families.trace_rules.config import TraceConfig
+from graders.formats.model import Flag, Run
 
 Rule = Callable[[Run, TraceConfig], list[Flag]]
 

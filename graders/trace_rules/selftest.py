@@ -11,12 +11,12 @@ from dataclasses import replace
 from importlib import resources
 from typing import Any, TextIO
 
-from graders.trace_rules.config import TraceConfig, default_config
-from graders.trace_rules.model import Run, Step
-from graders.trace_rules.parsers import runs_from_traces, runs_from_transcript
-from graders.trace_rules.report import RULE, render
-from graders.trace_rules.rules import edited_without_read
-from graders.trace_rules.verdicts import grade
+from graders.families.trace_rules.config import TraceConfig, default_config
+from graders.formats.model import Run, Step
+from graders.formats.parsers import runs_from_traces, runs_from_transcript
+from graders.families.trace_rules.report import RULE, render
+from graders.families.trace_rules.rules import edited_without_read
+from graders.families.trace_rules.verdicts import grade
 
 FIXTURE = "trace-grader.fixtures.json"
 
@@ -31,7 +31,7 @@ def selftest_config() -> TraceConfig:
 
 
 def load_fixture() -> Any:
-    text = resources.files("graders.trace_rules").joinpath("fixtures", FIXTURE).read_text(encoding="utf-8")
+    text = resources.files("graders.families.trace_rules").joinpath("fixtures", FIXTURE).read_text(encoding="utf-8")
     return json.loads(text)
 
 

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from graders.trace_rules.config import TraceConfig
-from graders.trace_rules.model import VERDICTS, Flag, Run, RunReport, Verdict
-from graders.trace_rules.passk import PassKAccumulator, strict_gate
-from graders.trace_rules.rules import check_run
+from graders.families.trace_rules.config import TraceConfig
+from graders.formats.model import VERDICTS, Flag, Run, RunReport, Verdict
+from graders.families.trace_rules.passk import PassKAccumulator, strict_gate
+from graders.families.trace_rules.rules import check_run
 
 
 def verdict(delivered: bool, flags: Sequence[Flag]) -> Verdict:

@@ -11,10 +11,10 @@ candidate (see ``ir`` and docs/deviations-trajectory.md).
 from __future__ import annotations
 
 # Built-ins register first whichever family is imported first: registry order is plan order.
-from graders import builtin  # noqa: F401
-from graders.registry import GraderSpec, register
-from graders.trajectory import constraints, objectives, provenance, reference, rqa, sequence
-from graders.trajectory.ir import TrajectoryFn, with_limits
+from graders.families import builtin  # noqa: F401
+from graders.grading.registry import GraderSpec, register
+from graders.families.trajectory import constraints, objectives, provenance, reference, rqa, sequence
+from graders.families.trajectory.ir import TrajectoryFn, with_limits
 
 _L, _H = "lower_is_better", "higher_is_better"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from graders.jscompat import (
+from graders.jsrt.jscompat import (
     UNDEFINED,
     JsRegexError,
     is_record,
@@ -22,9 +22,9 @@ from graders.jscompat import (
     utf16_slice,
     utf16_units,
 )
-from graders.jsmatch import Budget, JsMatcher, compile_js_matcher
-from graders.registry import GraderContext
-from graders.trajectory.ir import (
+from graders.jsrt.jsmatch import Budget, JsMatcher, compile_js_matcher
+from graders.grading.registry import GraderContext
+from graders.families.trajectory.ir import (
     Raw,
     Record,
     Trace,

@@ -17,8 +17,8 @@ import math
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
-from graders.jscompat import UNDEFINED, is_record, js_key_order, js_number
-from graders.registry import GraderContext
+from graders.jsrt.jscompat import UNDEFINED, is_record, js_key_order, js_number
+from graders.grading.registry import GraderContext
 
 Trace = dict[str, Any]
 Record = dict[str, Any]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from graders.jscompat import UNDEFINED, is_record, is_safe_integer, js_join, js_number_to_string, js_stringify
-from graders.registry import GraderContext
-from graders.trajectory.ir import (
+from graders.jsrt.jscompat import UNDEFINED, is_record, is_safe_integer, js_join, js_number_to_string, js_stringify
+from graders.grading.registry import GraderContext
+from graders.families.trajectory.ir import (
     Raw,
     Record,
     Trace,

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from graders.jscompat import is_record
-from graders.registry import GraderContext
-from graders.trajectory.ir import (
+from graders.jsrt.jscompat import is_record
+from graders.grading.registry import GraderContext
+from graders.families.trajectory.ir import (
     Raw,
     Record,
     Trace,

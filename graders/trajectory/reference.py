@@ -15,9 +15,9 @@ from typing import Any, Final
 
 import numpy as np
 
-from graders.jscompat import UNDEFINED, is_record, is_safe_integer, js_to_fixed, js_trim, stable_stringify
-from graders.registry import GraderContext
-from graders.trajectory.ir import Raw, Record, Trace, candidates, non_empty_str, unavailable
+from graders.jsrt.jscompat import UNDEFINED, is_record, is_safe_integer, js_to_fixed, js_trim, stable_stringify
+from graders.grading.registry import GraderContext
+from graders.families.trajectory.ir import Raw, Record, Trace, candidates, non_empty_str, unavailable
 
 _MAX_LISTED: Final = 5
 

@@ -24,9 +24,9 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from graders.jscompat import js_number_to_string
-from graders.registry import GraderContext
-from graders.trajectory.ir import Raw, Record, RunView, Trace, run_view, unavailable
+from graders.jsrt.jscompat import js_number_to_string
+from graders.grading.registry import GraderContext
+from graders.families.trajectory.ir import Raw, Record, RunView, Trace, run_view, unavailable
 
 LMIN: Final = 2
 VMIN: Final = 2

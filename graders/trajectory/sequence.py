@@ -15,9 +15,9 @@ import math
 from collections import Counter
 from typing import Final
 
-from graders.jscompat import js_to_fixed
-from graders.registry import GraderContext
-from graders.trajectory.ir import Raw, Record, RunView, Trace, run_view, unavailable
+from graders.jsrt.jscompat import js_to_fixed
+from graders.grading.registry import GraderContext
+from graders.families.trajectory.ir import Raw, Record, RunView, Trace, run_view, unavailable
 
 _TOO_FEW: Final = "not applicable: fewer than two events"
 

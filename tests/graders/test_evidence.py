@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graders.formats.evidence import pair_rpc_records, read_evidence, response_error
-from graders.runfiles import local_run_files, memory_run_files
+from graders.runs.runfiles import local_run_files, memory_run_files
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real" / "gh_aw_logs"
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from graders.engine import results_document
-from graders.plan import default_plan
+from graders.grading.engine import results_document
+from graders.grading.plan import default_plan
 from graders.prepare import grade_prepared, prepare_run
-from graders.runfiles import local_run_files
+from graders.runs.runfiles import local_run_files
 from pipeline.tables import connect
 from tests.graders.test_evidence import RPC_403, RUN_SUMMARY_FAILED, STDIO_FAILED, jsonl
 

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from graders.families.observed import observed_plan
-from graders.plan import default_plan
+from graders.grading.plan import default_plan
 from pipeline.cli import main
 from pipeline.tables import connect, dataset
 from tests.conftest import REPO

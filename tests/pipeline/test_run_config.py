@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from graders.config import load_graders
+from graders.grading.config import load_graders
 from graders.families.observed import observed_plan
 from pipeline.cli import main
 from pipeline.tables import connect

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from graders.trace_rules.config import default_config
-from graders.trace_rules.model import Flag, Run, Step
-from graders.trace_rules.rules import (
+from graders.families.trace_rules.config import default_config
+from graders.formats.model import Flag, Run, Step
+from graders.families.trace_rules.rules import (
     check_run,
     edited_without_read,
     excessive_steps,
