@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from graders.engine import grade_trace, results_document
-from graders.executors import SANDBOXED_SOURCES, close_executor, make_executor
-from graders.jscompat import js_stringify
-from graders.jsonio import JsonError, parse_json
+from graders.families.executors import SANDBOXED_SOURCES, close_executor, make_executor
+from graders.grading.engine import grade_trace, results_document
+from graders.jsrt.jscompat import js_stringify
+from graders.jsrt.jsonio import JsonError, parse_json
 from graders.prepare import PreparedRun, grade_prepared, prepare_run
-from graders.runfiles import local_run_files
+from graders.runs.runfiles import local_run_files
 from graders.single_run import runs_inside, single_run_meta
 from pipeline.errors import InputError, UsageError
 from pipeline.plans import PlanLoadError, load_plans

@@ -1,6 +1,6 @@
 """The grader manifest, ``grader_manifest.json`` (graders.md §3), as pydantic models.
 
-The ``graders:`` configuration itself is validated by ``graders.config`` with gh-aw's exact error
+The ``graders:`` configuration itself is validated by ``graders.grading.config`` with gh-aw's exact error
 messages (pydantic's own messages would differ); these models read manifests back, e.g. from
 downloaded run artifacts, and document the contract.
 """

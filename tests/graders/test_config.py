@@ -10,16 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders import registry
-from graders.builtin import BUILTIN_IDS
-from graders.config import (
+from graders.families.builtin import BUILTIN_IDS
+from graders.grading import registry
+from graders.grading.config import (
     GradersConfigError,
     load_graders,
     load_graders_dir,
     parse_graders,
     valid_run_path,
 )
-from graders.plan import GradingPlan, default_plan
+from graders.grading.plan import GradingPlan, default_plan
 
 BUILTINS_LIST = ", ".join(BUILTIN_IDS)
 OV = "operational-value"
@@ -413,7 +413,7 @@ def test_manifest_does_not_depend_on_key_order(order: list[str], disabled: set[s
     ("\x00\x7f", '"\\x00\\x7f"'), ("a\nb\tc", '"a\\nb\\tc"'), ("\U0001f600", '"\U0001f600"'), ("\u00a0", '"\\u00a0"'),
 ])
 def test_go_quote(text: str, quoted: str) -> None:
-    from graders.config_errors import go_quote
+    from graders.grading.config_errors import go_quote
 
     assert go_quote(text) == quoted
 

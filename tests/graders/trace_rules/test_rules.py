@@ -2,9 +2,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from graders.trace_rules.config import default_config
-from graders.trace_rules.model import Flag, Run, Step
-from graders.trace_rules.rules import (
+from graders.families.trace_rules.config import default_config
+from graders.families.trace_rules.rules import (
     check_run,
     edited_without_read,
     excessive_steps,
@@ -12,6 +11,7 @@ from graders.trace_rules.rules import (
     out_of_order,
     retry_storm,
 )
+from graders.formats.model import Flag, Run, Step
 
 CFG = default_config()
 
