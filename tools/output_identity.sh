@@ -2,14 +2,16 @@
 # Grades a fleet four ways (first run, unchanged rerun, partial rerun, --full) with one fleetgrade
 # executable and prints a SHA-256 of every output file after each, so two versions can be compared
 # byte for byte:  tools/output_identity.sh .venv/bin/fleetgrade FLEET WORKDIR > sums.txt
-# The fleet is copied with its modification times (the listing digest in _state reads them), and
-# the partial rerun changes one run and removes another at fixed times, so two versions see the
-# same inputs.
+# The fleet is copied and every input given one modification time (the listing digest in _state
+# reads them), and the partial rerun changes one run and removes another at fixed times, so two
+# versions see the same inputs. Paths are in the rows: compare runs made with the same WORKDIR.
 set -eu
 FG=$1 FLEET=$2 WORK=$3
 shift 3
 rm -rf "$WORK" && mkdir -p "$WORK"
 cp -a "$FLEET" "$WORK/fleet"
+# One modification time for every input: a checkout's times differ from another's.
+find "$WORK/fleet" -exec touch -h -d '2026-01-01T00:00:00Z' {} +
 sums() {
     echo "## $1"
     (cd "$WORK/out" && find . -type f ! -path './_staging/*' | LC_ALL=C sort | xargs sha256sum)
