@@ -39,8 +39,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # Function-level first-party imports that are deliberate, each with why it is deferred. None of
 # them may hide a cycle: the cycle check below counts them as edges.
 LAZY_IMPORTS: Mapping[tuple[str, str], str] = {
-    # `fleetgrade --help` and the light commands start without Beam, DuckDB or the graders:
-    # each command module imports its heavy machinery when it runs.
+    # The CLI imports a command's module to register its flags, so `fleetgrade <command> --help`
+    # and a usage error answer before Beam, DuckDB or the grading core load: a command imports
+    # its machinery when it runs (tests/pipeline/test_cli_startup.py).
     ("pipeline.cmd_run", "pipeline.preflight"): "CLI start-up",
     ("pipeline.cmd_run", "pipeline.launch"): "CLI start-up: Beam",
     ("pipeline.cmd_run", "pipeline.plans"): "CLI start-up: the graders' configuration",
