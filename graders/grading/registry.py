@@ -101,9 +101,6 @@ class Registry:
         table[name] = plugin
         return plugin
 
-    def unregister(self, kind: Kind, name: str) -> None:
-        self._plugins[kind].pop(name, None)
-
     def grader(self, id: str, *, name: str, description: str, unit: str, direction: str, family: str,
                threshold: float | None = None, min: float | None = None, max: float | None = None,
                revision: int = 1) -> Callable[[F], F]:
