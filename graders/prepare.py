@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graders.families.opvalue.archived import archived_entry
+from graders.families.opvalue.request import RunSubject
 from graders.formats.ghaw.preprocess import PreprocessReport, preprocess, read_evals, read_trajectory_ir_file
 from graders.grading.engine import Executor, grade_trace
 from graders.grading.plan import GradingPlan, PlanEntry, with_entry
@@ -98,8 +99,6 @@ def bind_executor(executor: Executor, prep: PreparedRun) -> Executor:
     for_run = getattr(executor, "for_run", None)
     if not callable(for_run):
         return executor
-    from graders.families.opvalue.request import RunSubject
-
     m = prep.meta
     subject = RunSubject.from_aw_info(prep.aw_info or {}, run_id=m.run_id, attempt=m.attempt,
                                       workflow=(prep.aw_info or {}).get("workflow_name") or m.workflow)

@@ -1,11 +1,13 @@
-"""The 10 basic built-in graders of gh-aw (graders.md §6), registered in registry order."""
+"""The 10 basic built-in graders of gh-aw (graders.md §6): family ``builtin``, defined (and so
+registered) in gh-aw's registry order, which is the plan's order."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from graders.grading.registry import GraderContext, GraderSpec, per_run, register
+from graders.formats.ghaw.toolcalls import is_tool_failure
+from graders.grading.registry import GraderContext, grader, per_run
 from graders.jsrt.jscompat import UNDEFINED, js_number_or_zero, js_string, js_stringify, js_truthy
 from graders.jsrt.lazyjson import JsonLines
 from graders.jsrt.lazylist import SafeInts, positions
@@ -13,23 +15,13 @@ from graders.jsrt.lazylist import SafeInts, positions
 Trace = dict[str, Any]
 
 
-def is_tool_failure(call: Any) -> bool:
-    """Failed, unfinished (``completed: false``), error status, or carrying an ``error``."""
-    if not isinstance(call, dict):
-        return False
-    return (
-        call.get("success") is False
-        or call.get("completed") is False
-        or call.get("status") in ("error", "failure")
-        or "error" in call
-    )
-
-
 def _failure_count(trace: Trace, ctx: GraderContext | None) -> int:
     """Failed tool calls, counted once per run (two graders ask)."""
     return per_run(ctx, trace, "builtin.failures", lambda: sum(map(is_tool_failure, trace["toolCalls"])))
 
 
+@grader("tool-success-rate", name="Tool Success Rate", description="Fraction of tool calls that succeeded",
+        unit="ratio", direction="higher_is_better", threshold=0.8, min=0, max=1, family="builtin")
 def tool_success_rate(trace: Trace, ctx: GraderContext) -> float:
     calls = trace["toolCalls"]
     if not calls:
@@ -37,10 +29,14 @@ def tool_success_rate(trace: Trace, ctx: GraderContext) -> float:
     return (len(calls) - _failure_count(trace, ctx)) / len(calls)
 
 
+@grader("tool-failure-count", name="Tool Failure Count", description="Number of tool calls that failed",
+        unit="count", direction="lower_is_better", threshold=5, family="builtin")
 def tool_failure_count(trace: Trace, ctx: GraderContext) -> int:
     return _failure_count(trace, ctx)
 
 
+@grader("retries", name="Retries", description="Number of retry events detected in gateway logs",
+        unit="count", direction="lower_is_better", threshold=10, family="builtin")
 def retries(trace: Trace, ctx: GraderContext) -> int:
     return len(trace["retryEvents"])
 
@@ -77,6 +73,8 @@ def _names_of_calls(trace: Trace, ctx: GraderContext | None) -> list[Any]:
                    lambda: [_call_name(c if isinstance(c, dict) else _NO_RECORD) for c in trace["toolCalls"]])
 
 
+@grader("loops", name="Loops", description="Consecutive identical tool calls (same name and arguments)",
+        unit="count", direction="lower_is_better", threshold=3, family="builtin")
 def loops(trace: Trace, ctx: GraderContext) -> int:
     """Consecutive calls with equal ``${name}:${JSON.stringify(args)}`` keys.
 
@@ -107,6 +105,9 @@ def loops(trace: Trace, ctx: GraderContext) -> int:
     return count
 
 
+@grader("trajectory-efficiency", name="Trajectory Efficiency",
+        description="Ratio of unique tool names to total tool calls (higher = more diverse usage)",
+        unit="ratio", direction="higher_is_better", min=0, max=1, family="builtin")
 def trajectory_efficiency(trace: Trace, ctx: GraderContext) -> float:
     calls = trace["toolCalls"]
     if not calls:
@@ -117,10 +118,14 @@ def trajectory_efficiency(trace: Trace, ctx: GraderContext) -> float:
     return min(1, len(distinct) / len(calls))
 
 
+@grader("execution-step-count", name="Execution Step Count", description="Total LLM request count",
+        unit="count", direction="lower_is_better", family="builtin")
 def execution_step_count(trace: Trace, ctx: GraderContext) -> float:
     return trace["totalRequests"]
 
 
+@grader("execution-duration", name="Execution Duration", description="Total execution duration", unit="ms",
+        direction="lower_is_better", family="builtin")
 def execution_duration(trace: Trace, ctx: GraderContext) -> float:
     return trace["totalDurationMs"]
 
@@ -158,6 +163,9 @@ def _counted_ints(raw: list[Any]) -> list[int] | None:
     return raw
 
 
+@grader("working-set-rebuild-factor", name="Working-Set Rebuild Factor",
+        description="Cumulative input tokens divided by peak invocation input tokens", unit="factor",
+        direction="lower_is_better", min=1, family="builtin")
 def working_set_rebuild_factor(trace: Trace, ctx: GraderContext) -> float | None:
     """Cumulative / peak of valid ``input_tokens``; null when the peak is 0."""
     entries = trace["tokenUsageEntries"]
@@ -189,6 +197,8 @@ def working_set_rebuild_factor(trace: Trace, ctx: GraderContext) -> float | None
     return max(1.0, ratio) if math.isfinite(ratio) else 1
 
 
+@grader("context-growth", name="Context Growth", description="Ratio of total tokens to first-request tokens",
+        unit="factor", direction="lower_is_better", family="builtin")
 def context_growth(trace: Trace, ctx: GraderContext) -> float:
     entries = trace["tokenUsageEntries"]
     if len(entries) < 2:
@@ -204,39 +214,8 @@ def context_growth(trace: Trace, ctx: GraderContext) -> float:
         return math.nan
 
 
+@grader("artifact-production", name="Artifact Production",
+        description="Count of outputs/artifacts produced by the agent", unit="count",
+        direction="higher_is_better", family="builtin")
 def artifact_production(trace: Trace, ctx: GraderContext) -> int:
     return len(trace["artifacts"])
-
-
-for _id, _name, _desc, _unit, _dir, _thr, _min, _max, _fn in (
-    ("tool-success-rate", "Tool Success Rate", "Fraction of tool calls that succeeded",
-     "ratio", "higher_is_better", 0.8, 0, 1, tool_success_rate),
-    ("tool-failure-count", "Tool Failure Count", "Number of tool calls that failed",
-     "count", "lower_is_better", 5, None, None, tool_failure_count),
-    ("retries", "Retries", "Number of retry events detected in gateway logs",
-     "count", "lower_is_better", 10, None, None, retries),
-    ("loops", "Loops", "Consecutive identical tool calls (same name and arguments)",
-     "count", "lower_is_better", 3, None, None, loops),
-    ("trajectory-efficiency", "Trajectory Efficiency",
-     "Ratio of unique tool names to total tool calls (higher = more diverse usage)",
-     "ratio", "higher_is_better", None, 0, 1, trajectory_efficiency),
-    ("execution-step-count", "Execution Step Count", "Total LLM request count",
-     "count", "lower_is_better", None, None, None, execution_step_count),
-    ("execution-duration", "Execution Duration", "Total execution duration",
-     "ms", "lower_is_better", None, None, None, execution_duration),
-    ("working-set-rebuild-factor", "Working-Set Rebuild Factor",
-     "Cumulative input tokens divided by peak invocation input tokens",
-     "factor", "lower_is_better", None, 1, None, working_set_rebuild_factor),
-    ("context-growth", "Context Growth", "Ratio of total tokens to first-request tokens",
-     "factor", "lower_is_better", None, None, None, context_growth),
-    ("artifact-production", "Artifact Production", "Count of outputs/artifacts produced by the agent",
-     "count", "higher_is_better", None, None, None, artifact_production),
-):
-    register(GraderSpec(id=_id, name=_name, description=_desc, unit=_unit, direction=_dir,  # type: ignore[arg-type]
-                        family="builtin", fn=_fn, threshold=_thr, min=_min, max=_max))
-
-BUILTIN_IDS = tuple(s for s in (
-    "tool-success-rate", "tool-failure-count", "retries", "loops", "trajectory-efficiency",
-    "execution-step-count", "execution-duration", "working-set-rebuild-factor", "context-growth",
-    "artifact-production",
-))

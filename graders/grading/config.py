@@ -12,16 +12,16 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
-from graders.families.builtin import BUILTIN_IDS
 from graders.grading import registry
 from graders.grading.config_errors import GradersConfigError, go_key, go_quote, go_trim, go_type
 from graders.grading.config_evaluator import inline_evaluator, read_run_evaluator
 from graders.grading.config_load import collect_graders, repository_root
 from graders.grading.plan import GradingPlan, PlanEntry, default_plan
+from schemas.grader import GraderDescription, description_fields
 
 __all__ = ["GradersConfigError", "load_graders", "load_graders_dir", "parse_graders"]
 
@@ -41,45 +41,42 @@ _NO_ENABLED: Final = ("graders configuration has no enabled graders. Remove the 
 
 @dataclass
 class GraderDefinition:
-    """One validated entry (Go ``GraderDefinition``)."""
+    """One validated entry (Go ``GraderDefinition``): the grader's description as configured so
+    far (replaced field by field while parsing), plus what only the configuration says."""
 
-    id: str
+    desc: GraderDescription
     enabled: bool | None = None
-    name: str = ""
-    description: str = ""
-    unit: str = ""
-    direction: str = ""
-    threshold: float | None = None
-    max: float | None = None
-    min: float | None = None
     run: str = ""
     script: str = ""
     config: dict[str, Any] | None = None
-    registry_source: bool = field(default=False, repr=False)
 
     @property
     def is_enabled(self) -> bool:
         return self.enabled is None or self.enabled
 
+    def describe(self, **values: Any) -> None:
+        self.desc = replace(self.desc, **values)
 
-def _registry_ids() -> list[str]:
-    """The 10 gh-aw built-ins, then our trajectory graders, in registry order."""
-    ids = list(BUILTIN_IDS)
-    ids += [s.id for s in registry.all_specs() if s.id not in BUILTIN_IDS and s.family == "trajectory"]
-    return ids
+
+def _builtin_ids() -> tuple[str, ...]:
+    """gh-aw's ten built-ins (the registry's ``builtin`` family), in gh-aw's order."""
+    return registry.grader_ids("builtin")
+
+
+def _registry_ids() -> tuple[str, ...]:
+    """Every registered grader (gh-aw's built-ins first, then ours, e.g. trajectory), in registry order."""
+    return registry.grader_ids()
 
 
 def _from_registry(grader_id: str) -> GraderDefinition:
     spec = registry.get(grader_id)
     assert spec is not None
-    return GraderDefinition(id=grader_id, name=spec.name, description=spec.description, unit=spec.unit,
-                            direction=spec.direction, threshold=spec.threshold, max=spec.max, min=spec.min,
-                            registry_source=True)
+    return GraderDefinition(desc=GraderDescription(**description_fields(spec)))
 
 
 def _not_builtin(grader_id: str) -> GradersConfigError:
     return GradersConfigError(f"graders.{grader_id} is not a built-in grader and requires a 'script' field. "
-                              f"Built-in graders: {', '.join(BUILTIN_IDS)}")
+                              f"Built-in graders: {', '.join(_builtin_ids())}")
 
 
 def valid_run_path(path: str) -> bool:
@@ -116,20 +113,20 @@ def _parse_fields(d: GraderDefinition, entry: dict[str, Any], gid: str, is_built
     for key in ("name", "description", "unit"):
         text = _string_field(entry, key, gid)
         if text is not None:
-            setattr(d, key, text)
+            d.describe(**{key: text})
     direction = _string_field(entry, "direction", gid)
     if direction is not None:
         if direction not in ("higher_is_better", "lower_is_better"):
             raise GradersConfigError(f"graders.{gid}.direction must be 'higher_is_better' or 'lower_is_better', "
                                      f"got {go_quote(direction)}")
-        d.direction = direction
+        d.describe(direction=direction)
     for key in ("threshold", "max", "min"):
         if key in entry:
             value = entry[key]
             # gh-aw accepts float64 and int; YAML integers are accepted here too (deviation D3).
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise GradersConfigError(f"graders.{gid}.{key} must be a number, got {go_type(value)}")
-            setattr(d, key, _number(value))
+            d.describe(**{key: _number(value)})
     if "config" in entry:
         if not isinstance(entry["config"], dict):
             raise GradersConfigError(f"graders.{gid}.config must be an object, got {go_type(entry['config'])}")
@@ -181,9 +178,10 @@ def _parse_entry(gid: str, entry_raw: Any, registry_ids: set[str]) -> GraderDefi
     if is_builtin:
         d = _from_registry(gid)
     elif gid == OPERATIONAL_VALUE:
-        d = GraderDefinition(id=gid, name="Operational Value", direction="higher_is_better")
+        d = GraderDefinition(desc=GraderDescription(id=gid, name="Operational Value", direction="higher_is_better",
+                                                    source=OPERATIONAL_VALUE))
     else:
-        d = GraderDefinition(id=gid)
+        d = GraderDefinition(desc=GraderDescription(id=gid, source="inline"))
     if entry_raw is None:
         if gid == OPERATIONAL_VALUE:
             raise GradersConfigError(_OV_SOURCE)
@@ -206,14 +204,15 @@ def _validate(defs: dict[str, GraderDefinition]) -> None:
     ov = defs.get(OPERATIONAL_VALUE)
     if ov is not None:
         for name in ("min", "max", "threshold"):
-            value = getattr(ov, name)
+            value = getattr(ov.desc, name)
             if value is not None and not math.isfinite(value):
                 raise GradersConfigError(f"graders.operational-value.{name} must be finite")
-        if ov.min is not None and ov.max is not None and ov.min > ov.max:
+        low, high, threshold = ov.desc.min, ov.desc.max, ov.desc.threshold
+        if low is not None and high is not None and low > high:
             raise GradersConfigError("graders.operational-value.min must not exceed max")
-        if ov.threshold is not None and ov.min is not None and ov.threshold < ov.min:
+        if threshold is not None and low is not None and threshold < low:
             raise GradersConfigError("graders.operational-value.threshold must not be less than min")
-        if ov.threshold is not None and ov.max is not None and ov.threshold > ov.max:
+        if threshold is not None and high is not None and threshold > high:
             raise GradersConfigError("graders.operational-value.threshold must not exceed max")
     if not any(d.is_enabled for d in defs.values()):
         raise GradersConfigError(_NO_ENABLED)
@@ -225,7 +224,7 @@ def parse_definitions(raw: Any) -> dict[str, GraderDefinition]:
         raise GradersConfigError(_NOT_A_MAP)
     registry_ids = set(_registry_ids())
     if not raw:
-        return {gid: _from_registry(gid) for gid in BUILTIN_IDS}
+        return {gid: _from_registry(gid) for gid in _builtin_ids()}
     defs: dict[str, GraderDefinition] = {}
     seen: dict[str, str] = {}
     for raw_key, entry_raw in raw.items():
@@ -242,8 +241,9 @@ def parse_definitions(raw: Any) -> dict[str, GraderDefinition]:
                                      'trace.toolCalls.length }"')
         defs[gid] = _parse_entry(gid, entry_raw, registry_ids)
     # Built-ins are added only when at least one of gh-aw's built-ins is listed (§2).
-    if any(gid in defs for gid in BUILTIN_IDS):
-        for gid in BUILTIN_IDS:
+    builtin_ids = _builtin_ids()
+    if any(gid in defs for gid in builtin_ids):
+        for gid in builtin_ids:
             defs.setdefault(gid, _from_registry(gid))
     _validate(defs)
     return defs
@@ -287,22 +287,14 @@ def _evaluator(d: GraderDefinition, ctx: PlanContext) -> tuple[bytes, str]:
 
 
 def _plan_entry(d: GraderDefinition, ctx: PlanContext) -> PlanEntry:
-    if d.registry_source:
-        source = "builtin"
-    elif d.id == OPERATIONAL_VALUE:
-        source = "operational-value"
-    else:
-        source = "inline"
     digest, inline, evaluator = "", "", b""
-    if source == "inline" and d.script:
+    if d.desc.source == "inline" and d.script:
         digest = _sha256(d.script.encode("utf-8"))
-    elif source == "operational-value" and d.is_enabled:
+    elif d.desc.source == "operational-value" and d.is_enabled:
         evaluator, inline = _evaluator(d, ctx)
         digest = _sha256(evaluator) if evaluator else ""
-    return PlanEntry(id=d.id, name=d.name, source=source, enabled=d.is_enabled,  # type: ignore[arg-type]
-                     description=d.description, unit=d.unit, direction=d.direction, threshold=d.threshold,
-                     max=d.max, min=d.min, digest=digest, run=d.run, inline=inline, config=d.config or None,
-                     script=d.script, evaluator=evaluator)
+    return PlanEntry(**description_fields(d.desc), enabled=d.is_enabled, digest=digest, run=d.run, inline=inline,
+                     config=d.config or None, script=d.script, evaluator=evaluator)
 
 
 def build_plan(defs: dict[str, GraderDefinition], ctx: PlanContext | None = None) -> GradingPlan:

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 import orjson
 
 from graders.grading import registry
-from graders.grading.normalize import ResultMeta, error_result, normalize_result
+from graders.grading.normalize import error_result, normalize_result
 from graders.grading.plan import GradingPlan, PlanEntry
 from graders.grading.registry import GraderContext
 
@@ -17,19 +17,6 @@ class Executor(Protocol):
     """Runs one sandboxed grader (inline JS, operational-value Bash) and returns its raw output."""
 
     def __call__(self, entry: PlanEntry, trace: dict[str, Any], ctx: GraderContext) -> Any: ...
-
-
-def result_meta(entry: PlanEntry) -> ResultMeta:
-    return ResultMeta(
-        id=entry.id,
-        name=entry.name or entry.id,
-        description=entry.description or "",
-        unit=entry.unit or "",
-        direction=entry.direction or "",
-        threshold=entry.threshold,
-        source=entry.source or "builtin",
-        digest=entry.digest,
-    )
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -46,31 +33,30 @@ def grade_one(
     ctx: GraderContext,
     executors: Mapping[str, Executor] | None = None,
 ) -> dict[str, Any]:
-    meta = result_meta(entry)
     if entry.error:
-        return error_result(meta, f"grader {entry.id} runtime error: {entry.error}")
+        return error_result(entry, f"grader {entry.id} runtime error: {entry.error}")
     spec = registry.get(entry.id) if entry.source == "builtin" else None
     run: Callable[[], Any] | None = None
     if spec is not None:
         run = lambda: spec.fn(trace, ctx)  # noqa: E731
-    elif executors and entry.source in executors:
-        executor = executors[entry.source]
+    elif executors and entry.family in executors:
+        executor = executors[entry.family]
         run = lambda: executor(entry, trace, ctx)  # noqa: E731
     if run is None:
-        result = normalize_result(None, meta)
+        result = normalize_result(None, entry)
         result["status"] = "unavailable"
         result["error"] = f"grader {entry.id}: no implementation available"
         return result
     try:
         raw = run()
     except Exception as exc:  # a grader failure is a result, never a crashed run
-        return error_result(meta, f"grader {entry.id} runtime error: {describe_exception(exc)}")
+        return error_result(entry, f"grader {entry.id} runtime error: {describe_exception(exc)}")
     try:
-        result = normalize_result(raw, meta)
+        result = normalize_result(raw, entry)
         storable(result)
     except Exception as exc:  # what it returned cannot be kept (a RecursionError copying it…): its own error
-        return error_result(meta, f"grader {entry.id} returned a result that cannot be stored: "
-                                  f"{describe_exception(exc)}")
+        return error_result(entry, f"grader {entry.id} returned a result that cannot be stored: "
+                                   f"{describe_exception(exc)}")
     return result
 
 

@@ -8,28 +8,14 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
 from typing import Any, Final
 
 from graders.jsrt.jscompat import UNDEFINED, js_string, js_truthy
+from schemas.grader import ManifestEntry
 
 IMPLEMENTATION_ID: Final = "gh-aw/graders"
 GRADER_VERSION: Final = 1
 SEVERITIES: Final = ("error", "warning", "info", "note")
-
-
-@dataclass(frozen=True)
-class ResultMeta:
-    """The manifest fields normalization needs."""
-
-    id: str
-    name: str = ""
-    description: str = ""
-    unit: str = ""
-    direction: str = ""
-    threshold: float | None = None
-    source: str = "builtin"
-    digest: str = ""
 
 
 def evaluate_threshold(value: float, direction: str, threshold: float | None) -> bool | None:
@@ -42,7 +28,7 @@ def evaluate_threshold(value: float, direction: str, threshold: float | None) ->
     return None
 
 
-def _base(meta: ResultMeta) -> dict[str, Any]:
+def _base(meta: ManifestEntry) -> dict[str, Any]:
     base: dict[str, Any] = {"id": meta.id, "name": meta.name or meta.id}
     if meta.description:
         base["description"] = meta.description
@@ -64,7 +50,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def normalize_result(raw: Any, meta: ResultMeta) -> dict[str, Any]:
+def normalize_result(raw: Any, meta: ManifestEntry) -> dict[str, Any]:
     """``normalizeResult(id, rawResult, meta)``."""
     base = _base(meta)
     if raw is None or raw is UNDEFINED:
@@ -108,7 +94,7 @@ def normalize_result(raw: Any, meta: ResultMeta) -> dict[str, Any]:
     return base
 
 
-def error_result(meta: ResultMeta, error: str) -> dict[str, Any]:
+def error_result(meta: ManifestEntry, error: str) -> dict[str, Any]:
     """A runtime failure: built from a null raw value, as the reference does (§14.8)."""
     result = normalize_result(None, meta)
     result["status"] = "error"
@@ -116,7 +102,7 @@ def error_result(meta: ResultMeta, error: str) -> dict[str, Any]:
     return result
 
 
-def missing_implementation(meta: ResultMeta) -> dict[str, Any]:
+def missing_implementation(meta: ManifestEntry) -> dict[str, Any]:
     result = normalize_result(None, meta)
     result["status"] = "error"
     result["error"] = f"grader {meta.id}: no implementation found"

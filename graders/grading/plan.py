@@ -9,58 +9,23 @@ from __future__ import annotations
 import functools
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
 from graders.grading import registry
+from schemas.grader import ManifestEntry, description_fields
 
-Source = Literal["builtin", "inline", "operational-value"]
 
-
-@dataclass(frozen=True)
-class PlanEntry:
+@dataclass(frozen=True, kw_only=True)
+class PlanEntry(ManifestEntry):
     """One manifest entry (graders.md §3), plus the trusted code for non-built-ins."""
 
-    id: str
-    name: str
-    source: Source
-    enabled: bool = True
-    description: str = ""
-    unit: str = ""
-    direction: str = ""
-    threshold: float | None = None
-    max: float | None = None
-    min: float | None = None
-    digest: str = ""
-    run: str = ""
-    inline: str = ""
-    config: Any = None
     script: str = field(default="", repr=False)
     evaluator: bytes = field(default=b"", repr=False)
     # Set when the grader cannot run at all (e.g. an archived evaluator that does not verify):
     # the engine reports it as the grader's runtime error, as gh-aw does.
     error: str = ""
-
-    def manifest_entry(self) -> dict[str, Any]:
-        """The entry as gh-aw writes it: fixed key order, empty optional keys omitted."""
-        out: dict[str, Any] = {"id": self.id, "name": self.name or self.id}
-        if self.description:
-            out["description"] = self.description
-        out["source"] = self.source
-        out["enabled"] = self.enabled
-        for key in ("unit", "direction"):
-            if getattr(self, key):
-                out[key] = getattr(self, key)
-        for key in ("threshold", "max", "min"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        for key in ("digest", "run", "inline"):
-            if getattr(self, key):
-                out[key] = getattr(self, key)
-        if self.config:
-            out["config"] = self.config
-        return out
 
 
 @dataclass(frozen=True)
@@ -105,19 +70,11 @@ def with_entry(plan: GradingPlan, entry: PlanEntry | None) -> GradingPlan:
 def entry_from_spec(spec: registry.GraderSpec, overrides: dict[str, Any] | None = None) -> PlanEntry:
     """A registry grader with its defaults, optionally overridden by a config entry."""
     o = overrides or {}
-    return PlanEntry(
-        id=spec.id,
-        name=o.get("name") or spec.name,
-        source="builtin",
-        enabled=o.get("enabled", True) is not False,
-        description=o.get("description", spec.description),
-        unit=o.get("unit", spec.unit),
-        direction=o.get("direction", spec.direction),
-        threshold=o.get("threshold", spec.threshold),
-        max=o.get("max", spec.max),
-        min=o.get("min", spec.min),
-        config=o.get("config"),
-    )
+    fields = description_fields(spec)
+    for key in ("description", "unit", "direction", "threshold", "max", "min"):
+        fields[key] = o.get(key, fields[key])
+    fields["name"] = o.get("name") or spec.name
+    return PlanEntry(**fields, enabled=o.get("enabled", True) is not False, config=o.get("config"))
 
 
 def default_plan() -> GradingPlan:
@@ -131,11 +88,8 @@ def plan_with_overrides(overrides: dict[str, dict[str, Any]]) -> GradingPlan:
 
 
 def family_of(entry: PlanEntry) -> str:
-    """The fan-out family of an entry: the registry family for built-ins, else its source."""
-    if entry.source == "builtin":
-        spec = registry.get(entry.id)
-        return spec.family if spec else "builtin"
-    return entry.source
+    """The fan-out family of an entry (``schemas.grader`` says what a family is)."""
+    return entry.family
 
 
 @dataclass(frozen=True)

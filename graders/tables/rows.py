@@ -10,7 +10,6 @@ from typing import Any
 import orjson
 
 from graders.formats.ghaw.preprocess import PreprocessReport
-from graders.grading import registry
 from graders.grading.plan import GradingPlan, PlanEntry
 from schemas.documents import RunMeta
 from schemas.version import FLEETGRADE_VERSION
@@ -20,8 +19,7 @@ def implementation_digest(entry: PlanEntry) -> str:
     """What graded a row: the script/evaluator digest, else the built-in's id and revision."""
     if entry.digest:
         return entry.digest
-    spec = registry.get(entry.id)
-    return _builtin_digest(entry.id, spec.revision if spec else 0)
+    return _builtin_digest(entry.id, entry.revision)
 
 
 @functools.cache  # once per grader and revision, not once per row
@@ -62,7 +60,6 @@ def result_rows(
     rows = []
     for r in results:
         index, entry = entries[r["id"]]
-        spec = registry.get(entry.id) if entry.source == "builtin" else None
         impl = r.get("implementation", {})
         rows.append(
             {
@@ -75,7 +72,7 @@ def result_rows(
                 "name": r.get("name"),
                 "description": r.get("description"),
                 "source": r.get("source"),
-                "family": spec.family if spec else entry.source,
+                "family": entry.family,
                 "value": _float(r.get("value")),
                 "unit": r.get("unit"),
                 "direction": entry.direction or None,

@@ -29,19 +29,17 @@ import re
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 import orjson
 
 from graders.families.inline_js.bootstrap import BOOTSTRAP_JS
 from graders.families.inline_js.worker import WorkerClient, WorkerDied
-from graders.grading.registry import GraderContext
+from graders.grading.plan import PlanEntry
+from graders.grading.registry import GraderContext, executor
 from graders.jsrt.jscompat import UNDEFINED
 from graders.jsrt.jsonio import JsonError, parse_json
 from graders.jsrt.lazylist import LazyList
-
-if TYPE_CHECKING:
-    from graders.grading.plan import PlanEntry
 
 V8_FLAGS: Final = ("--single-threaded", "--disallow-code-generation-from-strings")
 SCRIPT_TIMEOUT_MS: Final = 5000
@@ -401,3 +399,10 @@ class JsSandbox:
 
     def _oom_message(self) -> str:
         return f"JavaScript heap out of memory (limit {self.heap_limit_bytes // (1024 * 1024)} MiB)"
+
+
+@executor("inline")
+def inline_executor(allow_unsandboxed: bool = False) -> JsSandbox:
+    """The inline family's sandbox, one per worker. V8 is the sandbox: there is no unsandboxed
+    way to run a script, so ``allow_unsandboxed`` changes nothing here."""
+    return JsSandbox()

@@ -15,7 +15,7 @@ from graders.families.opvalue.output import parse_output, raw_result
 from graders.families.opvalue.request import RunSubject, build_regrade_request, build_request
 from graders.families.opvalue.sandbox import SandboxOptions, run_evaluator
 from graders.grading.plan import PlanEntry
-from graders.grading.registry import GraderContext
+from graders.grading.registry import GraderContext, executor
 from graders.jsrt.jscompat import js_stringify
 from graders.jsrt.jsonio import is_finite_number
 
@@ -76,3 +76,10 @@ class OperationalValueExecutor:
         request = self.request(entry, trace)
         stdout = run_evaluator(entry.evaluator, encode_request(request), self.options)
         return raw_result(parse_output(stdout, self.evidence_at, self.baseline))
+
+
+@executor("operational-value")
+def operational_value_executor(allow_unsandboxed: bool = False) -> OperationalValueExecutor:
+    """The operational-value family's sandbox (bubblewrap), one per worker; it fails closed unless
+    ``allow_unsandboxed`` (``--allow-unsandboxed``) says otherwise."""
+    return OperationalValueExecutor(options=SandboxOptions(allow_unsandboxed=allow_unsandboxed))

@@ -19,7 +19,7 @@ evaluator itself become an observation with status ``error``. The original files
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -36,8 +36,9 @@ from graders.families.opvalue.freeze import (
 from graders.families.opvalue.output import Attainment, parse_output, parse_timestamp, raw_result
 from graders.families.opvalue.request import RunSubject, build_regrade_request, normalized_attempt
 from graders.families.opvalue.sandbox import SandboxOptions, run_evaluator
-from graders.grading.engine import describe_exception
-from graders.grading.normalize import ResultMeta, error_result, normalize_result
+from graders.grading.engine import grade_one
+from graders.grading.plan import PlanEntry
+from graders.grading.registry import GraderContext
 from graders.jsrt.jsonio import is_finite_number
 from graders.runs.runfiles import RunFiles
 from schemas.version import FLEETGRADE_VERSION
@@ -80,17 +81,47 @@ def verify_provenance(archive: ArchivedEvaluator, original: dict[str, Any], run_
         )
 
 
-def _meta(entry: dict[str, Any], digest: str) -> ResultMeta:
+def _entry(entry: dict[str, Any], digest: str) -> PlanEntry:
+    """The archived manifest entry as the plan entry the engine grades (and normalizes) with."""
     threshold = entry.get("threshold")
-    return ResultMeta(
+    return PlanEntry(
         id=GRADER_ID,
         name=str(entry.get("name") or GRADER_ID),
         unit=str(entry.get("unit") or ""),
         direction=str(entry.get("direction") or ""),
         threshold=threshold if is_finite_number(threshold) else None,
-        source=GRADER_ID,
+        source="operational-value",
         digest=digest,
     )
+
+
+@dataclass
+class _EvaluateOnce:
+    """The engine's executor for one regrade: runs the archived evaluator once and keeps what it
+    answered. An evaluator's failure (``OperationalValueError``) is the engine's to turn into an
+    error result; anything else (no sandbox, a bug) is kept in ``escaped`` and raised after, since
+    no observation is recorded for an evaluator that could not run."""
+
+    evaluator: bytes
+    request: bytes
+    options: SandboxOptions | None
+    evidence_at: str
+    baseline: float | None
+    parsed: Any = None
+    escaped: Exception | None = field(default=None, repr=False)
+
+    def __call__(self, entry: PlanEntry, trace: dict[str, Any], ctx: GraderContext) -> Any:
+        try:
+            stdout = run_evaluator(self.evaluator, self.request, self.options)
+            self.parsed = parse_output(stdout, self.evidence_at, self.baseline)
+            return raw_result(self.parsed)
+        except SandboxUnavailableError as exc:
+            self.escaped = exc
+        except OperationalValueError:
+            raise
+        except Exception as exc:
+            self.escaped = exc
+        return None
 
 
 @dataclass(frozen=True)
@@ -131,17 +162,13 @@ def regrade(
         baseline = float(original["baselineValue"])
     request = build_regrade_request(run.subject, evidence_at, case=case, outputs=run.outputs,
                                     config=archive.entry.get("config"), event=run.event)
-    meta = _meta(archive.entry, archive.digest)
-    parsed: Any = None
-    try:
-        stdout = run_evaluator(archive.evaluator, encode_request(request), options)
-        parsed = parse_output(stdout, evidence_at, baseline)
-        result = normalize_result(raw_result(parsed), meta)
-    except SandboxUnavailableError:
-        raise
-    except OperationalValueError as exc:
-        result = error_result(meta, f"grader {GRADER_ID} runtime error: {describe_exception(exc)}")
+    entry = _entry(archive.entry, archive.digest)
+    evaluate = _EvaluateOnce(archive.evaluator, encode_request(request), options, evidence_at, baseline)
+    result = grade_one(entry, {}, GraderContext(), {entry.family: evaluate})
+    if evaluate.escaped is not None:
+        raise evaluate.escaped
 
+    parsed = evaluate.parsed
     attained = parsed if isinstance(parsed, Attainment) else None
     metrics = result.get("metrics")
     return {

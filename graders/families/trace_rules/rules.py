@@ -1,4 +1,5 @@
-"""The five path rules (spec §3), applied in the reference's order.
+"""The five path rules (spec §3), registered (kind ``trace_rule``) in the reference's order, which
+is the order ``verdicts`` applies them in.
 
 Each rule is a pure function of (run, config) returning flags; detail texts are the
 reference's, byte for byte, because users grep for them.
@@ -12,6 +13,7 @@ from typing import Any
 
 from graders.families.trace_rules.config import TraceConfig
 from graders.formats.model import Flag, Run
+from graders.grading.registry import trace_rule
 
 Rule = Callable[[Run, TraceConfig], list[Flag]]
 
@@ -21,6 +23,7 @@ GROUNDED_EDITS = frozenset({"Edit", "MultiEdit"})
 _PATH_TOOLS = GROUNDING_SOURCES | GROUNDED_EDITS
 
 
+@trace_rule("forbidden_tool")
 def forbidden_tool(run: Run, cfg: TraceConfig) -> list[Flag]:
     return [
         Flag("forbidden_tool", "high", s.step, s.tool, f"forbidden tool '{s.tool}' used at step {s.step}")
@@ -29,6 +32,7 @@ def forbidden_tool(run: Run, cfg: TraceConfig) -> list[Flag]:
     ]
 
 
+@trace_rule("out_of_order")
 def out_of_order(run: Run, cfg: TraceConfig) -> list[Flag]:
     """Every step whose tool is B with no earlier A (any outcome) for a pair [A, B]."""
     flags: list[Flag] = []
@@ -45,6 +49,7 @@ def out_of_order(run: Run, cfg: TraceConfig) -> list[Flag]:
     return flags
 
 
+@trace_rule("retry_storm")
 def retry_storm(run: Run, cfg: TraceConfig) -> list[Flag]:
     """Maximal stretches of consecutive failures of the stretch's first tool, longer than the threshold."""
     thr = cfg.retry_threshold
@@ -68,6 +73,7 @@ def retry_storm(run: Run, cfg: TraceConfig) -> list[Flag]:
     return flags
 
 
+@trace_rule("excessive_steps")
 def excessive_steps(run: Run, cfg: TraceConfig) -> list[Flag]:
     n = len(run.steps)
     if n > cfg.step_budget:
@@ -80,6 +86,7 @@ def _path(args: dict[str, Any]) -> str:
     return os.path.normpath(str(p)) if p else ""
 
 
+@trace_rule("edited_without_read")
 def edited_without_read(run: Run, cfg: TraceConfig) -> list[Flag]:
     """Grounding proxy: the first Edit/MultiEdit of a path not yet Read/Grep'd/Glob'd/Written."""
     if not cfg.grounding_enabled:
@@ -98,14 +105,4 @@ def edited_without_read(run: Run, cfg: TraceConfig) -> list[Flag]:
                      f"'{s.tool}' edited '{path}' at step {s.step} without reading it first (ungrounded)")
             )
         seen.add(path)  # a source or an edit: either grounds later edits of the path
-    return flags
-
-
-RULES: tuple[Rule, ...] = (forbidden_tool, out_of_order, retry_storm, excessive_steps, edited_without_read)
-
-
-def check_run(run: Run, cfg: TraceConfig) -> list[Flag]:
-    flags: list[Flag] = []
-    for rule in RULES:
-        flags.extend(rule(run, cfg))
     return flags

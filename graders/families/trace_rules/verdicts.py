@@ -8,8 +8,22 @@ from typing import Any
 
 from graders.families.trace_rules.config import TraceConfig
 from graders.families.trace_rules.passk import PassKAccumulator, strict_gate
-from graders.families.trace_rules.rules import check_run
+from graders.families.trace_rules.rules import Rule
 from graders.formats.model import VERDICTS, Flag, Run, RunReport, Verdict
+from graders.grading.registry import REGISTRY
+
+
+def registered_rules() -> list[Rule]:
+    """The registered trace rules, in registration order (the reference's five come first)."""
+    rules: list[Rule] = REGISTRY.plugins("trace_rule")
+    return rules
+
+
+def check_run(run: Run, cfg: TraceConfig) -> list[Flag]:
+    flags: list[Flag] = []
+    for rule in registered_rules():
+        flags.extend(rule(run, cfg))
+    return flags
 
 
 def verdict(delivered: bool, flags: Sequence[Flag]) -> Verdict:

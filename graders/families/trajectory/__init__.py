@@ -14,7 +14,7 @@ from __future__ import annotations
 from graders.families import builtin  # noqa: F401
 from graders.families.trajectory import constraints, objectives, provenance, reference, rqa, sequence
 from graders.families.trajectory.ir import TrajectoryFn, with_limits
-from graders.grading.registry import GraderSpec, register
+from graders.grading.registry import grader
 
 _L, _H = "lower_is_better", "higher_is_better"
 
@@ -84,8 +84,7 @@ _GRADERS: tuple[tuple[str, str, str, str, str, float | None, TrajectoryFn], ...]
      "ratio", _H, 1, reference.code_search_recall),
 )
 
-TRAJECTORY_IDS: tuple[str, ...] = tuple(g[0] for g in _GRADERS)
-
+# gh-aw's order, not the modules': registered from this table, each through the decorator.
 for _id, _name, _desc, _unit, _dir, _max, _fn in _GRADERS:
-    register(GraderSpec(id=_id, name=_name, description=_desc, unit=_unit, direction=_dir,  # type: ignore[arg-type]
-                        family="trajectory", fn=with_limits(_fn), min=0, max=_max))
+    grader(_id, name=_name, description=_desc, unit=_unit, direction=_dir, min=0, max=_max,
+           family="trajectory")(with_limits(_fn))

@@ -19,6 +19,19 @@ def _js_or(*values: Any) -> Any:
     return values[-1]
 
 
+# What a failed call is: the tool-success-rate grader and the trace rules' steps agree on it.
+def is_tool_failure(call: Any) -> bool:
+    """Failed, unfinished (``completed: false``), error status, or carrying an ``error``."""
+    if not isinstance(call, dict):
+        return False
+    return (
+        call.get("success") is False
+        or call.get("completed") is False
+        or call.get("status") in ("error", "failure")
+        or "error" in call
+    )
+
+
 def is_gateway_tool_call(entry: Any) -> bool:
     if not is_record(entry):
         return False

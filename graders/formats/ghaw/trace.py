@@ -1,7 +1,7 @@
 """Trace-rule input from a gh-aw run: its preprocessed trace (graders.md §5) and task identity.
 
 * Steps are ``trace["toolCalls"]`` in order; the name is ``name`` or else ``tool``; a step
-  failed by the same rule as the ``tool_success_rate`` grader (``graders.families.builtin.is_tool_failure``).
+  failed by the same rule as the ``tool_success_rate`` grader (``graders.formats.ghaw.toolcalls.is_tool_failure``).
 * Delivered: a gh-aw run has no task-level verdict in its trace, so a run is delivered unless
   its agent output reports errors (``agentOutput.errors`` is a non-empty list). Failed tool
   calls alone do not undeliver a run; they feed ``retry_storm`` instead.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders.families.builtin import is_tool_failure
+from graders.formats.ghaw.toolcalls import is_tool_failure
 from graders.formats.model import Run, Step
 
 OBSERVATION_CHARS = 200

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders.families.trajectory import TRAJECTORY_IDS
 from graders.families.trajectory.ir import candidates, oversized_collection
 from graders.formats.ghaw.preprocess import read_trajectory_ir_file
 from graders.grading import registry
 from graders.grading.registry import GraderContext
 from graders.runs.runfiles import local_run_files
 from tests.graders.trajectory.helpers import ir_trace, run, states
+
+TRAJECTORY_IDS = registry.grader_ids("trajectory")
 
 
 def test_registered_in_gh_aw_order_after_builtins() -> None:
