@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from graders.families.trajectory.ir import event_symbols, state_visits
 from graders.grading import registry
 from graders.grading.registry import GraderContext
-from graders.families.trajectory import TRAJECTORY_IDS
-from graders.families.trajectory.ir import event_symbols, state_visits
+
+TRAJECTORY_IDS = registry.grader_ids("trajectory")
 
 SKILL_CONFIG = {"constraints": [
     {"id": "tests", "pattern": r"make (test|lint)"},

@@ -6,15 +6,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from graders.grading.engine import Executor, grade_trace
-from graders.formats.evidence import RunEvidence, evidence_warnings, read_evidence
-from graders.runs.layout import ARTIFACT_NAMES
 from graders.families.opvalue.archived import archived_entry
-from graders.grading.plan import GradingPlan, PlanEntry, with_entry
+from graders.families.opvalue.request import RunSubject
+from graders.formats.evidence import RunEvidence, evidence_warnings, read_evidence
 from graders.formats.ghaw.preprocess import PreprocessReport, preprocess, read_evals, read_trajectory_ir_file
-from graders.tables.rows import result_rows, run_row
+from graders.grading.engine import Executor, grade_trace
+from graders.grading.plan import GradingPlan, PlanEntry, with_entry
+from graders.runs.layout import ARTIFACT_NAMES
 from graders.runs.runfiles import RunFiles
 from graders.runs.runmeta import determine_run_meta, read_aw_info
+from graders.tables.rows import result_rows, run_row
 from schemas.documents import RunMeta
 
 
@@ -38,11 +39,11 @@ class PreparedRun:
     archived: PlanEntry | None = field(default=None, repr=False)
     # agent/graders/trajectory_ir.json: the trajectory graders' last IR candidate.
     file_ir: Any = field(default=None, repr=False)
+    # What the observed graders and the trace rules read beyond the trace (graders/formats/evidence.py).
+    evidence: RunEvidence | None = field(default=None, repr=False)
     # Incremental backfill: the run's listing digest and its previous state row, if any.
     listing_digest: str = ""
     previous: dict[str, Any] | None = field(default=None, repr=False)
-    # What the observed graders and the trace rules read beyond the trace (graders/formats/evidence.py).
-    evidence: RunEvidence | None = field(default=None, repr=False)
 
     def plan(self, base: GradingPlan) -> GradingPlan:
         """The run's plan: ``base`` plus its archived evaluator when ``base`` has none."""
@@ -103,8 +104,6 @@ def bind_executor(executor: Executor, prep: PreparedRun) -> Executor:
     for_run = getattr(executor, "for_run", None)
     if not callable(for_run):
         return executor
-    from graders.families.opvalue.request import RunSubject
-
     m = prep.meta
     subject = RunSubject.from_aw_info(prep.aw_info or {}, run_id=m.run_id, attempt=m.attempt,
                                       workflow=(prep.aw_info or {}).get("workflow_name") or m.workflow)

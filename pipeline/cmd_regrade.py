@@ -66,9 +66,9 @@ def regrade_one(root: Path, evidence_at: str, as_json: bool, allow_unsandboxed: 
 
     from graders.families.opvalue.errors import OperationalValueError
     from graders.families.opvalue.regrade import regrade
-    from graders.replay import has_archived_evaluator, observation_json, regrade_input
     from graders.families.opvalue.sandbox import SandboxOptions
     from graders.prepare import prepare_run
+    from graders.replay import has_archived_evaluator, observation_json, regrade_input
     from graders.runs.runfiles import local_run_files
 
     if not root.is_dir():

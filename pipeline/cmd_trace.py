@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from graders.families.trace_rules.config import WARN_PREFIX, ConfigError, from_mapping, load_mapping
+from graders.families.trace_rules.report import render, to_json
+from graders.families.trace_rules.selftest import self_test
+from graders.families.trace_rules.verdicts import grade
 from graders.formats.jsonl import read_lines
 from graders.formats.model import Run
 from graders.formats.parsers import (
@@ -23,9 +26,6 @@ from graders.formats.parsers import (
     runs_from_traces,
     runs_from_transcript,
 )
-from graders.families.trace_rules.report import render, to_json
-from graders.families.trace_rules.selftest import self_test
-from graders.families.trace_rules.verdicts import grade
 
 PROG = "fleetgrade trace"
 # Source flags in the reference's precedence order; the Copilot parser is ours and comes last.

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import yaml
 
+from graders.families.opvalue.freeze import validate_content
+from graders.families.trace_rules.config import ConfigError, TraceConfig, default_config, from_mapping, merge
 from graders.grading import safeyaml
 from graders.grading.config import GradersConfigError, load_graders, load_graders_dir
-from graders.families.opvalue.freeze import validate_content
 from graders.grading.plan import GradingPlan, PlanSet, default_plan
-from graders.families.trace_rules.config import ConfigError, TraceConfig, default_config, from_mapping, merge
 
 
 class PlanLoadError(ValueError):

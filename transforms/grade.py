@@ -9,13 +9,13 @@ import apache_beam as beam
 from apache_beam import typehints
 from apache_beam.metrics import Metrics
 
-from graders.grading.engine import Executor, grade_trace
-from graders.families.executors import SANDBOXED_SOURCES, close_executor, make_executor
 from graders.families.observed import grade_observed, observed_plan
+from graders.grading.engine import Executor, grade_trace
 from graders.grading.plan import PlanSet, family_ids
+from graders.grading.registry import close_executor, make_executor, sandboxed_families
 from graders.prepare import PreparedRun, bind_executor
-from graders.tables.rows import counts_part, dead_letter_row, failure_part, result_rows, run_row
 from graders.tables.drift import drift_rows
+from graders.tables.rows import counts_part, dead_letter_row, failure_part, result_rows, run_row
 
 SANDBOX_MIN_RAM = "4GB"
 
@@ -31,7 +31,7 @@ class GradeFamily(beam.DoFn):
         self.errors = Metrics.counter("fleetgrade", f"grader_errors_{family}")
 
     def setup(self) -> None:
-        if self.family in SANDBOXED_SOURCES:
+        if self.family in sandboxed_families():
             executor = make_executor(self.family, self.plans.allow_unsandboxed)
             if executor is not None:
                 self.executors[self.family] = executor
@@ -70,7 +70,7 @@ class GradeObserved(beam.DoFn):
         self.graded = Metrics.counter("fleetgrade", f"graded_{OBSERVED}")
 
     def process(self, prep: PreparedRun) -> Iterator[dict[str, Any] | beam.pvalue.TaggedOutput]:
-        results = grade_observed(prep.evidence)
+        results = grade_observed(prep.evidence, trace=prep.trace)
         self.graded.inc(len(results))
         offset = len(prep.plan(self.plans.for_workflow(prep.meta.workflow)).enabled)
         for row in result_rows(prep.meta, results, observed_plan(), prep.input_digest):
@@ -122,7 +122,7 @@ class GradeRuns(beam.PTransform):
                 outputs = (COUNTS, DRIFT)
             # Only for distributed runners: a hint gives the step its own environment, which keeps
             # the local runner from fusing it with its siblings (every trace would be encoded).
-            if self.resource_hints and family in SANDBOXED_SOURCES:
+            if self.resource_hints and family in sandboxed_families():
                 # A V8 helper or bubblewrap evaluators per worker need headroom beyond the graders.
                 grade = grade.with_resource_hints(min_ram=SANDBOX_MIN_RAM)
             graded = prepared | f"Grade[{family}]" >> grade.with_outputs(*outputs, main="rows").with_exception_handling()

@@ -10,8 +10,8 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from graders.runs.layout import layout_hints
 from graders.prepare import PreparedRun, prepare_run
+from graders.runs.layout import layout_hints
 from graders.tables.rows import dead_letter_row
 from graders.tables.state import listing_digest, listing_fingerprint
 from transforms.beamfiles import beam_run_files, join

@@ -16,9 +16,9 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from graders.families.opvalue.regrade import regrade
-from graders.replay import has_archived_evaluator, regrade_input
 from graders.families.opvalue.sandbox import SandboxOptions
 from graders.prepare import PreparedRun
+from graders.replay import has_archived_evaluator, regrade_input
 from graders.tables.rows import dead_letter_row
 from transforms.beamfiles import beam_run_files
 from transforms.prepare import DEAD, PrepareRun, RunToRead

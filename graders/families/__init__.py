@@ -1,1 +1,0 @@
-"""Grader families (the issue-30 layer ``graders/families/``)."""

@@ -5,6 +5,7 @@ got 403 or whose safe outputs failed still grades as fine. These graders read th
 ``RunEvidence`` (graders/formats/evidence.py) instead. Each is a pure function of
 (evidence, config); ids never collide with gh-aw's, and none is part of a gh-aw plan (manifests
 and ``graderCount`` stay the reference's): they are graded beside it by :func:`grade_observed`.
+Each is registered with ``registry.grader(..., source="fleetgrade", family="observed")``.
 Formulas, inputs and reasons: docs/observed-graders.md.
 """
 
@@ -16,14 +17,15 @@ from typing import Any, Final
 
 import orjson
 
-from graders.grading import registry
-from graders.grading.engine import describe_exception, result_meta
 from graders.formats.evidence import McpCall, RunEvidence, TokenRecord
-from graders.grading.normalize import error_result, normalize_result
-from graders.grading.plan import GradingPlan, PlanEntry
-from graders.grading.registry import Direction, GraderContext, GraderSpec
+from graders.grading import registry
+from graders.grading.engine import grade_trace
+from graders.grading.plan import GradingPlan, entry_from_spec
+from graders.grading.registry import GraderContext
+from schemas.grader import Direction
 
 SOURCE: Final = "fleetgrade"
+FAMILY: Final = "observed"
 IMPLEMENTATION_ID: Final = "fleetgrade/observed"
 LISTED: Final = 20  # errors listed in a result's details
 # Token-usage ``purpose`` values that are not agent steps: the model router's classifier call
@@ -201,57 +203,56 @@ class _OnEvidence:
         return self.fn(evidence, config)
 
 
-def _register(gid: str, name: str, description: str, unit: str, direction: Direction, fn: ObservedFn,
+def _observed(gid: str, name: str, description: str, unit: str, direction: Direction,
               threshold: float | None = None, lo: float | None = None, hi: float | None = None) -> None:
-    registry.register(GraderSpec(id=gid, name=name, description=description, unit=unit, direction=direction,
-                                 family="observed", fn=_OnEvidence(fn), threshold=threshold, min=lo, max=hi))
+    """Register the pure ``(RunEvidence, config)`` function of ``gid`` as a grader of source
+    ``fleetgrade``, family ``observed``: one description, graded beside every plan."""
+    grader = registry.grader(gid, name=name, description=description, unit=unit, direction=direction,
+                             family=FAMILY, threshold=threshold, min=lo, max=hi, source=SOURCE)
+    grader(_OnEvidence(_FUNCTIONS[gid]))
 
 
-_register("run-conclusion", "Run Conclusion",
+_FUNCTIONS: Final[dict[str, ObservedFn]] = {
+    "run-conclusion": run_conclusion,
+    "mcp-tool-error-count": mcp_tool_error_count,
+    "mcp-tool-success-rate": mcp_tool_success_rate,
+    "safe-output-error-count": safe_output_error_count,
+    "context-growth-cached": context_growth_cached,
+    "working-set-rebuild-factor-cached": working_set_rebuild_factor_cached,
+}
+
+_observed("run-conclusion", "Run Conclusion",
           "1 when the run concluded successfully, 0 when run_summary.json, aw_info.json, the unified session "
-          "or the agent's exit status says it failed", "boolean", "higher_is_better", run_conclusion, 1, 0, 1)
-_register("mcp-tool-error-count", "MCP Tool Error Count",
+          "or the agent's exit status says it failed", "boolean", "higher_is_better", 1, 0, 1)
+_observed("mcp-tool-error-count", "MCP Tool Error Count",
           "MCP tools/call requests answered with isError, a JSON-RPC error or {\"result\":\"error\"}, or never answered",
-          "count", "lower_is_better", mcp_tool_error_count, 5)
-_register("mcp-tool-success-rate", "MCP Tool Success Rate",
+          "count", "lower_is_better", 5)
+_observed("mcp-tool-success-rate", "MCP Tool Success Rate",
           "share of MCP tools/call requests answered without an error (requests paired with gateway responses)",
-          "ratio", "higher_is_better", mcp_tool_success_rate, 0.8, 0, 1)
-_register("safe-output-error-count", "Safe-Output Error Count",
+          "ratio", "higher_is_better", 0.8, 0, 1)
+_observed("safe-output-error-count", "Safe-Output Error Count",
           "safe-output operations that reported an error to the agent or failed when applied",
-          "count", "lower_is_better", safe_output_error_count, 0)
-_register("context-growth-cached", "Context Growth (cache-aware)",
+          "count", "lower_is_better", 0)
+_observed("context-growth-cached", "Context Growth (cache-aware)",
           "context-growth over input + cache read + cache write tokens, router/classifier calls excluded",
-          "factor", "lower_is_better", context_growth_cached)
-_register("working-set-rebuild-factor-cached", "Working-Set Rebuild Factor (cache-aware)",
+          "factor", "lower_is_better")
+_observed("working-set-rebuild-factor-cached", "Working-Set Rebuild Factor (cache-aware)",
           "working-set-rebuild-factor over input + cache read + cache write tokens, router/classifier calls excluded",
-          "factor", "lower_is_better", working_set_rebuild_factor_cached, lo=1)
+          "factor", "lower_is_better", lo=1)
 
 
 @functools.cache
 def observed_plan() -> GradingPlan:
-    """Every observed grader with its defaults, as plan entries of source ``fleetgrade``."""
-    return GradingPlan(tuple(
-        PlanEntry(id=s.id, name=s.name, source=SOURCE, description=s.description, unit=s.unit,
-                  direction=s.direction, threshold=s.threshold, max=s.max, min=s.min)
-        for s in registry.all_specs("observed")))
+    """Every observed grader with its defaults: the plan graded beside every run's own."""
+    return GradingPlan(tuple(entry_from_spec(s) for s in registry.all_specs(FAMILY)))
 
 
-def grade_observed(evidence: RunEvidence | None, plan: GradingPlan | None = None) -> list[dict[str, Any]]:
-    """The observed graders' results for one run, normalized as gh-aw normalizes a result."""
-    plan = plan or observed_plan()
-    enabled = plan.enabled
-    results = []
-    for entry in enabled:
-        meta = result_meta(entry)
-        spec = registry.get(entry.id)
-        ctx = GraderContext(config=entry.config or {}, grader_count=len(enabled), evidence=evidence)
-        if spec is None:
-            result = error_result(meta, f"grader {entry.id}: no implementation available")
-        else:
-            try:
-                result = normalize_result(spec.fn({}, ctx), meta)
-            except Exception as exc:  # a grader failure is a result, never a crashed run
-                result = error_result(meta, f"grader {entry.id} runtime error: {describe_exception(exc)}")
+def grade_observed(evidence: RunEvidence | None, plan: GradingPlan | None = None,
+                   trace: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The observed graders' results for one run, through the engine (the evidence reaches each
+    grader in its ``GraderContext``), normalized as gh-aw normalizes a result."""
+    results = grade_trace(trace if trace is not None else {}, plan or observed_plan(), evidence=evidence)
+    for result in results:
+        spec = registry.get(result["id"])
         result["implementation"] = {"id": IMPLEMENTATION_ID, "version": spec.revision if spec else 0}
-        results.append(result)
     return results

@@ -25,9 +25,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from graders.runs.download_layout import SANDBOX_TOKEN_USAGE, USAGE_TOKEN_USAGE
 from graders.jsrt.jsonio import MAX_LINE_LENGTH, JsonError, parse_json
-from graders.families.opvalue.freeze import ARCHIVE_DIRS
+from graders.runs.download_layout import SANDBOX_TOKEN_USAGE, USAGE_TOKEN_USAGE
+from graders.runs.layout import GRADER_ARCHIVE_DIRS
 from graders.runs.runfiles import RunFiles
 
 Outcome = Literal["success", "failure"]
@@ -44,7 +44,7 @@ SAFE_OUTPUT_ERRORS: Final = ("safe-output-errors.json", "safe-outputs-items/safe
 # The agent's token usage: graders.md §5's sandbox candidates in its order, the usage artifact's
 # copy when it kept its own name, and the flat legacy layout (docs/formats.md §1.3, layout B).
 TOKEN_USAGE_FILES: Final = (*SANDBOX_TOKEN_USAGE, USAGE_TOKEN_USAGE, "token-usage.jsonl")
-GRADER_RESULTS: Final = tuple(f"{d}/grader_results.json" for d in ARCHIVE_DIRS)
+GRADER_RESULTS: Final = tuple(f"{d}/grader_results.json" for d in GRADER_ARCHIVE_DIRS)
 SAFE_OUTPUT_SERVERS: Final = frozenset({"safeoutputs", "safe_outputs", "safe-outputs"})
 
 TEXT_CHARS: Final = 200  # error texts kept in the evidence (and shown in grader details)

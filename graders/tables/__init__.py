@@ -1,1 +1,0 @@
-"""Table rows (the issue-30 layer ``graders/tables/``)."""

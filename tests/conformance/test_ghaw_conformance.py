@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from graders.formats.ghaw.preprocess import PreprocessReport, preprocess, read_evals
 from graders.grading import registry
 from graders.grading.engine import grade_trace
-from graders.jsrt.jscompat import js_stringify
 from graders.grading.plan import plan_with_overrides
-from graders.formats.ghaw.preprocess import PreprocessReport, preprocess, read_evals
+from graders.jsrt.jscompat import js_stringify
 from graders.runs.runfiles import local_run_files
 from tests.conformance.ghaw_cases import Case, deep_equal, load_cases, result_disagreements
 

@@ -35,7 +35,7 @@ def test_working_set_matches_its_definition(raw: list[Any]) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(st.integers(0, 20_000), st.integers(-(2**53 - 1), 2**53 - 1)), max_size=30))
 def test_a_safe_int_column_is_summed_as_its_definition(raw: list[int]) -> None:
-    from graders.jsrt.lazyjson import SafeInts
+    from graders.jsrt.lazylist import SafeInts
 
     as_column = {"tokenUsageEntries": JsonLines([b"{}"] * len(raw), {"input_tokens": SafeInts(raw)})}
     assert working_set_rebuild_factor(as_column, None) == reference(raw)  # type: ignore[arg-type]

@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 
 from graders.grading.engine import grade_trace
+from graders.grading.plan import GradingPlan, PlanEntry
 from graders.jsrt.jscompat import js_stringify
 from graders.jsrt.jsonio import JsonTooDeep, parse_json
-from graders.runs.layout import layout_hints
-from graders.grading.plan import GradingPlan, PlanEntry
 from graders.prepare import UnreadableRunError, prepare_run
-from graders.tables.rows import result_rows
+from graders.runs.layout import layout_hints
 from graders.runs.runfiles import (
     NOT_UTF8,
     SPECIAL,
@@ -29,6 +28,7 @@ from graders.runs.runfiles import (
     walk_local,
 )
 from graders.runs.runmeta import MetadataError, determine_run_meta
+from graders.tables.rows import result_rows
 from schemas.documents import RunMeta
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from graders.families.inline_js import sandbox as js_sandbox
-from graders.grading.engine import grade_one, grade_trace
 from graders.families.inline_js.sandbox import JsGraderError, JsSandbox
+from graders.grading.engine import grade_one, grade_trace
 from graders.grading.plan import GradingPlan, PlanEntry
 from graders.grading.registry import GraderContext
 

@@ -9,16 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.jsrt.jscompat import (
-    UNDEFINED,
-    JsRegexError,
-    compile_js_regex,
-    is_safe_integer,
-    js_join,
-    js_to_fixed,
-    utf16_slice,
-    utf16_units,
-)
+from graders.jsrt.jscompat import UNDEFINED, is_safe_integer, js_join, js_to_fixed
+from graders.jsrt.jsregex import JsRegexError, compile_js_regex, utf16_slice, utf16_units
 
 
 @pytest.mark.parametrize(

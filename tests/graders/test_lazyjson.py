@@ -10,11 +10,12 @@ from hypothesis import strategies as st
 
 from graders.families.builtin import working_set_rebuild_factor
 from graders.families.inline_js.sandbox import payload_json
-from graders.jsrt.jscompat import js_number_or_zero, js_stringify, js_truthy
-from graders.jsrt.jsonio import JsonlStats, iter_jsonl, parse_jsonl_items
-from graders.jsrt.lazyjson import JsonLines, Parsed, TokenSteps, load_item
 from graders.formats.ghaw.preprocess import TOKEN_USAGE_PATHS, preprocess
 from graders.grading.registry import GraderContext
+from graders.jsrt.jscompat import js_number_or_zero, js_stringify, js_truthy
+from graders.jsrt.jsonio import JsonlStats, Parsed, iter_jsonl, parse_jsonl_items
+from graders.jsrt.lazyjson import JsonLines, load_item
+from graders.jsrt.lazylist import TokenSteps
 from graders.runs.runfiles import memory_run_files
 
 # Lines that exercise every rule: records, scalars, blanks, invalid text, literal null,

@@ -15,13 +15,13 @@ from graders.families.observed import (
     grade_observed,
     observed_plan,
 )
+from graders.families.trace_rules.config import default_config
+from graders.families.trace_rules.verdicts import grade_run
 from graders.formats.evidence import ArchivedResult, RunEvidence, TokenRecord, read_evidence
+from graders.formats.ghaw.trace import run_from_ghaw_trace
 from graders.grading.plan import default_plan
 from graders.runs.runfiles import local_run_files, memory_run_files
 from graders.tables.drift import drift_rows
-from graders.families.trace_rules.config import default_config
-from graders.formats.ghaw.trace import run_from_ghaw_trace
-from graders.families.trace_rules.verdicts import grade_run
 from schemas.documents import RunMeta
 from tests.graders.test_evidence import RPC_403, RUN_SUMMARY_FAILED, STDIO_FAILED, jsonl
 

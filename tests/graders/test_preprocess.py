@@ -2,7 +2,13 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.formats.ghaw.preprocess import GATEWAY_PATHS, TOKEN_USAGE_PATHS, PreprocessReport, preprocess, read_evals
+from graders.formats.ghaw.preprocess import (
+    GATEWAY_PATHS,
+    TOKEN_USAGE_PATHS,
+    PreprocessReport,
+    preprocess,
+    read_evals,
+)
 from graders.runs.runfiles import memory_run_files
 
 
@@ -104,8 +110,8 @@ _column_values = st.lists(
 @settings(max_examples=400, deadline=None)
 @given(_column_values)
 def test_token_columns_match_their_per_value_definitions(raw):
-    from graders.jsrt.jscompat import js_number_or_zero, js_truthy
     from graders.formats.ghaw.preprocess import _models, _numbers, _total
+    from graders.jsrt.jscompat import js_number_or_zero, js_truthy
 
     numbers, safe = _numbers(list(raw))
     expected = [x if type(x) is int and -_MAX_SAFE <= x <= _MAX_SAFE else js_number_or_zero(x) for x in raw]
@@ -181,8 +187,8 @@ _gateway_values = st.one_of(st.none(), st.booleans(), st.integers(0, 2), st.samp
 def test_gateway_subsets_match_the_reference_filters(records):
     import re
 
-    from graders.jsrt.jscompat import js_truthy
     from graders.formats.ghaw.toolcalls import is_gateway_tool_call
+    from graders.jsrt.jscompat import js_truthy
 
     data = b"".join(orjson.dumps(r) + b"\n" for r in records)
     trace = preprocess(memory_run_files({GATEWAY_PATHS[0]: data}))
@@ -212,8 +218,8 @@ def test_gateway_lines_with_big_integers_read_as_json_parse_reads_them(records, 
     from unittest.mock import patch
 
     import graders.runs.runfiles
-    from graders.jsrt.jsonio import JsonlStats, iter_jsonl
     from graders.formats.ghaw.toolcalls import is_gateway_tool_call
+    from graders.jsrt.jsonio import JsonlStats, iter_jsonl
 
     lines = [orjson.dumps(r) for r in records]
     with patch.object(graders.runs.runfiles, "READ_BLOCK", block):
@@ -249,7 +255,7 @@ def test_strict_token_blocks_read_as_the_general_path_does(records, block):
     import graders.formats.ghaw.preprocess
     import graders.runs.runfiles
     from graders.families.builtin import working_set_rebuild_factor
-    from graders.jsrt.lazyjson import SafeInts
+    from graders.jsrt.lazylist import SafeInts
 
     files = {TOKEN_USAGE_PATHS[0]: jl(*records)}
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import graders.prepare as prepare_module
-from graders.runs import runfiles
 from graders.prepare import prepare_run
+from graders.runs import runfiles
 from graders.runs.runfiles import (
     RunFiles,
     RunOverBudget,

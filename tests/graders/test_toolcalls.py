@@ -77,8 +77,8 @@ _falsy_or_not = st.one_of(st.none(), st.sampled_from(["", "view", 0, 1, False, T
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.sampled_from(["name", "tool", "tool_name"]), _falsy_or_not))
 def test_gateway_call_names_are_the_references_or_chains(fields: dict[str, Any]) -> None:
-    from graders.jsrt.jscompat import UNDEFINED, js_truthy
     from graders.formats.ghaw.toolcalls import gateway_tool_call
+    from graders.jsrt.jscompat import UNDEFINED, js_truthy
 
     def js_or(*values: Any) -> Any:
         return next((v for v in values[:-1] if js_truthy(v)), values[-1])

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from graders.grading.config import load_graders
 from graders.families.observed import observed_plan
+from graders.grading.config import load_graders
 from pipeline.cli import main
 from pipeline.tables import connect
 from tests.conftest import REPO

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graders.families.trace_rules.config import default_config
-from graders.formats.model import Run, Step
 from graders.families.trace_rules.verdicts import grade
+from graders.formats.model import Run, Step
 from schemas.trace_tables import TASK_RELIABILITY, TRACE_VERDICTS, file_schema
 from schemas.version import FLEETGRADE_VERSION
 from tests.helpers.combiners import assert_combiner_equivalent

@@ -8,10 +8,10 @@ import hashlib
 import orjson
 import pytest
 
-from graders.grading.engine import grade_one
 from graders.families.opvalue.executor import OperationalValueExecutor, entry_from_archive
 from graders.families.opvalue.freeze import load_run_archive
 from graders.families.opvalue.request import RunSubject
+from graders.grading.engine import grade_one
 from graders.grading.plan import PlanEntry
 from graders.grading.registry import GraderContext
 from graders.runs.runfiles import memory_run_files

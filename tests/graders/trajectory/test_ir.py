@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders.grading import registry
+from graders.families.trajectory.ir import candidates, oversized_collection
 from graders.formats.ghaw.preprocess import read_trajectory_ir_file
+from graders.grading import registry
 from graders.grading.registry import GraderContext
 from graders.runs.runfiles import local_run_files
-from graders.families.trajectory import TRAJECTORY_IDS
-from graders.families.trajectory.ir import candidates, oversized_collection
 from tests.graders.trajectory.helpers import ir_trace, run, states
+
+TRAJECTORY_IDS = registry.grader_ids("trajectory")
 
 
 def test_registered_in_gh_aw_order_after_builtins() -> None:
-    ids = [s.id for s in registry.all_specs() if s.family != "observed"]  # graded beside gh-aw plans
+    ids = [s.id for s in registry.plan_specs()]  # the observed family is graded beside plans
     assert ids[10:] == list(TRAJECTORY_IDS)
     assert len(TRAJECTORY_IDS) == 22
     assert all(s.threshold is None for s in registry.all_specs("trajectory"))
@@ -98,9 +99,9 @@ _EMPTY_TRACE: dict[str, Any] = {
 def test_a_runs_graders_search_its_candidates_once_and_another_run_afresh() -> None:
     from unittest.mock import patch
 
+    from graders.families.trajectory import ir
     from graders.grading.engine import grade_trace
     from graders.grading.plan import default_plan
-    from graders.families.trajectory import ir
 
     trace = states("aba")
     other = states("c")

@@ -10,12 +10,14 @@ from unittest.mock import patch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from graders.families.trajectory import ir, provenance, rqa
 from graders.grading import registry
 from graders.grading.engine import grade_trace
 from graders.grading.plan import default_plan
 from graders.grading.registry import GraderContext
-from graders.families.trajectory import TRAJECTORY_IDS, ir, provenance, rqa
 from tests.graders.trajectory import naive
+
+TRAJECTORY_IDS = registry.grader_ids("trajectory")
 
 
 def _ir(states: list[str], kinds: list[str]) -> dict[str, Any]:
