@@ -8,7 +8,7 @@ from typing import Any, Protocol
 import orjson
 
 from graders import registry
-from graders.normalize import ResultMeta, error_result, normalize_result
+from graders.normalize import ResultMeta, error_result, normalize_result, result_template
 from graders.plan import GradingPlan, PlanEntry
 from graders.registry import GraderContext
 
@@ -46,27 +46,52 @@ def grade_one(
     ctx: GraderContext,
     executors: Mapping[str, Executor] | None = None,
 ) -> dict[str, Any]:
-    meta = result_meta(entry)
+    return _grade(_Compiled.of(entry), trace, ctx, executors)
+
+
+class _Compiled:
+    """A plan entry with what grading it reads on every run looked up once per plan: its
+    result metadata, its registered function and its normalized result's fixed fields."""
+
+    __slots__ = ("entry", "fn", "meta", "template")
+
+    def __init__(self, entry: PlanEntry, meta: ResultMeta, fn: Callable[..., Any] | None) -> None:
+        self.entry = entry
+        self.meta = meta
+        self.fn = fn
+        self.template = result_template(meta)
+
+    @classmethod
+    def of(cls, entry: PlanEntry) -> _Compiled:
+        spec = registry.get(entry.id) if entry.source == "builtin" else None
+        return cls(entry, result_meta(entry), spec.fn if spec is not None else None)
+
+
+def _compiled(plan: GradingPlan) -> list[_Compiled]:
+    return [_Compiled.of(e) for e in plan.enabled]
+
+
+def _grade(c: _Compiled, trace: dict[str, Any], ctx: GraderContext,
+           executors: Mapping[str, Executor] | None) -> dict[str, Any]:
+    entry = c.entry
+    meta = c.meta
     if entry.error:
         return error_result(meta, f"grader {entry.id} runtime error: {entry.error}")
-    spec = registry.get(entry.id) if entry.source == "builtin" else None
-    run: Callable[[], Any] | None = None
-    if spec is not None:
-        run = lambda: spec.fn(trace, ctx)  # noqa: E731
-    elif executors and entry.source in executors:
-        executor = executors[entry.source]
-        run = lambda: executor(entry, trace, ctx)  # noqa: E731
-    if run is None:
-        result = normalize_result(None, meta)
-        result["status"] = "unavailable"
-        result["error"] = f"grader {entry.id}: no implementation available"
-        return result
+    fn = c.fn
     try:
-        raw = run()
+        if fn is not None:
+            raw = fn(trace, ctx)
+        elif executors and entry.source in executors:
+            raw = executors[entry.source](entry, trace, ctx)
+        else:
+            result = normalize_result(None, meta, c.template)
+            result["status"] = "unavailable"
+            result["error"] = f"grader {entry.id}: no implementation available"
+            return result
     except Exception as exc:  # a grader failure is a result, never a crashed run
         return error_result(meta, f"grader {entry.id} runtime error: {describe_exception(exc)}")
     try:
-        result = normalize_result(raw, meta)
+        result = normalize_result(raw, meta, c.template)
         storable(result)
     except Exception as exc:  # what it returned cannot be kept (a RecursionError copying it…): its own error
         return error_result(meta, f"grader {entry.id} returned a result that cannot be stored: "
@@ -94,15 +119,16 @@ def grade_trace(
     family at a time. ``file_ir`` is the parsed ``trajectory_ir.json``
     (``preprocess.read_trajectory_ir_file``).
     """
-    enabled = plan.enabled
+    count = len(plan.enabled)
     results = []
     run_memo: dict[Any, Any] = {}
-    for entry in enabled:
+    for c in plan.derived("engine.compiled", _compiled):
+        entry = c.entry
         if only is not None and entry.id not in only:
             continue
         config = entry.config if entry.config is not None else {}
-        ctx = GraderContext(config=config, grader_count=len(enabled), file_ir=file_ir, run_memo=run_memo)
-        results.append(grade_one(entry, trace, ctx, executors))
+        ctx = GraderContext(config=config, grader_count=count, file_ir=file_ir, run_memo=run_memo)
+        results.append(_grade(c, trace, ctx, executors))
     return results
 
 

@@ -42,6 +42,12 @@ def evaluate_threshold(value: float, direction: str, threshold: float | None) ->
     return None
 
 
+def result_template(meta: ResultMeta) -> dict[str, Any]:
+    """The fields of every result of ``meta`` before its value is known (``_base``); a grader's
+    results copy it (the engine keeps one per plan entry)."""
+    return _base(meta)
+
+
 def _base(meta: ResultMeta) -> dict[str, Any]:
     base: dict[str, Any] = {"id": meta.id, "name": meta.name or meta.id}
     if meta.description:
@@ -64,9 +70,13 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def normalize_result(raw: Any, meta: ResultMeta) -> dict[str, Any]:
-    """``normalizeResult(id, rawResult, meta)``."""
-    base = _base(meta)
+def normalize_result(raw: Any, meta: ResultMeta, template: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``normalizeResult(id, rawResult, meta)``; ``template``: ``result_template(meta)``, when known."""
+    if template is None:
+        base = _base(meta)
+    else:
+        base = template.copy()
+        base["implementation"] = template["implementation"].copy()  # each result owns its dicts
     if raw is None or raw is UNDEFINED:
         base["status"] = "unavailable"
         base["message"] = "grader returned null/undefined"

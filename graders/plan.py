@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import orjson
 
 from graders import registry
 
 Source = Literal["builtin", "inline", "operational-value"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,27 @@ class GradingPlan:
     @functools.cached_property
     def _family_ids(self) -> dict[str, frozenset[str]]:
         return {}
+
+    def derived(self, key: str, compute: Callable[[GradingPlan], T]) -> T:
+        """``compute(self)`` once per plan under ``key`` (a module-prefixed name): what the
+        engine and the rows read per grader and per run is looked up once, not per run."""
+        cache = self._derived
+        if key in cache:
+            value: T = cache[key]
+            return value
+        value = cache[key] = compute(self)
+        return value
+
+    @functools.cached_property
+    def _derived(self) -> dict[str, Any]:
+        return {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # What ``derived`` holds is rebuilt where the plan is used (it references grader
+        # functions, some of them closures): a pickled plan carries its entries only.
+        state = dict(self.__dict__)
+        state.pop("_derived", None)
+        return state
 
     @functools.cached_property
     def _digest(self) -> str:

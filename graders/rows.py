@@ -51,46 +51,67 @@ def _json_text(value: Any) -> str | None:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
+class _RowFields:
+    """A plan entry's columns that are the same on every run: looked up once per plan."""
+
+    __slots__ = ("direction", "family", "impl_digest", "index", "threshold")
+
+    def __init__(self, index: int, entry: PlanEntry) -> None:
+        spec = registry.get(entry.id) if entry.source == "builtin" else None
+        self.index = index
+        self.family = spec.family if spec else entry.source
+        self.direction = entry.direction or None
+        self.threshold = _float(entry.threshold)
+        self.impl_digest = implementation_digest(entry)
+
+
+def _row_fields(plan: GradingPlan) -> dict[str, _RowFields]:
+    return {e.id: _RowFields(i, e) for i, e in enumerate(plan.enabled)}
+
+
 def result_rows(
     meta: RunMeta,
     results: list[dict[str, Any]],
     plan: GradingPlan,
     input_digest: str,
 ) -> list[dict[str, Any]]:
-    entries = {e.id: (i, e) for i, e in enumerate(plan.enabled)}
+    entries = plan.derived("rows.fields", _row_fields)
     config_digest = plan.digest()
+    workflow, date, run_id, attempt = meta.workflow, meta.date, meta.run_id, meta.attempt
     rows = []
     for r in results:
-        index, entry = entries[r["id"]]
-        spec = registry.get(entry.id) if entry.source == "builtin" else None
-        impl = r.get("implementation", {})
+        fields = entries[r["id"]]
+        get = r.get
+        impl = get("implementation", {})
+        metrics = get("metrics")
+        diagnostics = get("diagnostics")
         rows.append(
             {
-                "workflow": meta.workflow,
-                "date": meta.date,
-                "run_id": meta.run_id,
-                "attempt": meta.attempt,
+                "workflow": workflow,
+                "date": date,
+                "run_id": run_id,
+                "attempt": attempt,
                 "grader_id": r["id"],
-                "grader_index": index,
-                "name": r.get("name"),
-                "description": r.get("description"),
-                "source": r.get("source"),
-                "family": spec.family if spec else entry.source,
-                "value": _float(r.get("value")),
-                "unit": r.get("unit"),
-                "direction": entry.direction or None,
-                "threshold": _float(entry.threshold),
-                "passed": r.get("passed"),
+                "grader_index": fields.index,
+                "name": get("name"),
+                "description": get("description"),
+                "source": get("source"),
+                "family": fields.family,
+                "value": _float(get("value")),
+                "unit": get("unit"),
+                "direction": fields.direction,
+                "threshold": fields.threshold,
+                "passed": get("passed"),
                 "status": r["status"],
-                "severity": r.get("severity"),
-                "message": r.get("message"),
-                "error": r.get("error"),
-                "details": r.get("details"),
-                "metrics": _metrics(r.get("metrics")),
-                "diagnostics": _json_text(r.get("diagnostics")),
+                "severity": get("severity"),
+                "message": get("message"),
+                "error": get("error"),
+                "details": get("details"),
+                "metrics": None if metrics is None else _metrics(metrics),
+                "diagnostics": None if diagnostics is None else _json_text(diagnostics),
                 "implementation_id": impl.get("id"),
                 "implementation_version": impl.get("version"),
-                "implementation_digest": implementation_digest(entry),
+                "implementation_digest": fields.impl_digest,
                 "config_digest": config_digest,
                 "input_digest": input_digest,
                 "fleetgrade_version": FLEETGRADE_VERSION,
