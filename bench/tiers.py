@@ -111,8 +111,9 @@ def run(quick: bool) -> list[dict[str, Any]]:
                 row(f"tier {tier}: runs / MB read [{root.name}]", n, "runs",
                     note=f"{m['mb']:.1f} MB; IR on {share:.0%} of runs, largest IR {largest} events"),
                 row(f"tier {tier}: core runs/s (1 core)", n / m["core"], "runs/s"),
+                row(f"tier {tier}: core MB/s (1 core)", m["mb"] / m["core"], "MB/s"),
                 row(f"tier {tier}: core / parse floor", m["floor"] / m["core"], "ratio",
-                    baseline=m["floor"], ratio=m["floor"] / m["core"]),
+                    baseline=m["floor"], ratio=m["floor"] / m["core"], target="tier-floor"),
                 row(f"tier {tier}: pipeline runs/s (in-process, start-up included)", n / pipe, "runs/s"),
             ]
             rows += reference.reference_rows(tier, n, m["core"], pipe, m["ref"] if ref is not None else None,
