@@ -122,12 +122,17 @@ def grade_trace(
     count = len(plan.enabled)
     results = []
     run_memo: dict[Any, Any] = {}
+    unconfigured: GraderContext | None = None  # one context for the run's graders without a config
     for c in plan.derived("engine.compiled", _compiled):
         entry = c.entry
         if only is not None and entry.id not in only:
             continue
-        config = entry.config if entry.config is not None else {}
-        ctx = GraderContext(config=config, grader_count=count, file_ir=file_ir, run_memo=run_memo)
+        if entry.config is not None:
+            ctx = GraderContext(config=entry.config, grader_count=count, file_ir=file_ir, run_memo=run_memo)
+        elif unconfigured is None:
+            ctx = unconfigured = GraderContext(config={}, grader_count=count, file_ir=file_ir, run_memo=run_memo)
+        else:
+            ctx = unconfigured
         results.append(_grade(c, trace, ctx, executors))
     return results
 
