@@ -117,7 +117,8 @@ def run(quick: bool) -> list[dict[str, Any]]:
                 row(f"tier {tier}: pipeline runs/s (in-process, start-up included)", n / pipe, "runs/s"),
             ]
             rows += reference.reference_rows(tier, n, m["core"], pipe, m["ref"] if ref is not None else None,
-                                   ref.shims if ref is not None else [], why_not)
+                                             ref.shims if ref is not None else [], why_not,
+                                             ref.sources if ref is not None else "")
     finally:
         if ref is not None:
             ref.close()
