@@ -75,6 +75,11 @@ class Reference:
         self.shims = list(reply.get("shims", []))
         return [ms / 1000 for ms in reply["ms"]]
 
+    def one(self, index: int) -> float:
+        """Seconds for one warm grading of run ``index`` of :meth:`set_runs`."""
+        ms: float = self._ask({"one": index})["ms"]
+        return ms / 1000
+
     def results(self, folder: Path) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = self._ask({"results": str(folder.resolve())})["results"]
         return out

@@ -64,6 +64,9 @@ def test_the_driver_grades_each_run_from_its_own_folder(tmp_path: Path, monkeypa
         ref.set_runs(runs)
         assert ref.shims == ["error_helpers.cjs"]  # absent from the copy: the driver stood in
         assert len(ref.one_pass()) == 2
+        assert all(ref.one(i) >= 0 for i in range(2))  # one run at a time, as the tiers interleave them
+        with pytest.raises(RuntimeError, match="unknown command"):
+            ref.one(2)  # no third run
         values = [{r["id"]: r["value"] for r in ref.results(run)} for run in runs]
     # /tmp/gh-aw/agent_output.json was read from each run's folder, and the shim answered.
     assert values == [{"artifact-production": 1, "objective-coverage": 1},
