@@ -14,12 +14,16 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from graders.families.inline_js.sandbox import JsGraderError, JsSandbox
+from graders.runs.layout import run_root_of
+from graders.runs.runfiles import DIR, sorted_entries, split_entry
 from pipeline.errors import UsageError
+from transforms.gcs import use_emulator_if_configured
 
 if TYPE_CHECKING:
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from graders.plan import PlanSet
+    from graders.grading.plan import PlanSet
 
 
 def is_gcs(path: str) -> bool:
@@ -77,8 +81,6 @@ def check_output(output: str, options: PipelineOptions | None = None) -> str:
 
 def _gcs_io(options: PipelineOptions | None) -> Any:
     from apache_beam.io.gcp.gcsio import GcsIO
-
-    from transforms.gcs import use_emulator_if_configured
 
     use_emulator_if_configured()
     return GcsIO(pipeline_options=options)
@@ -157,8 +159,6 @@ def check_places(input_base: str, output: str, allow_empty: bool,
 
 def _first_run(base: str) -> str | None:
     """The first run folder discovery would find under ``base``, listing no further."""
-    from graders.layout import run_root_of
-
     for rel in _local_files(base, "") if not is_gcs(base) else _listed(base):
         root = run_root_of(rel)
         if root is not None:
@@ -169,8 +169,6 @@ def _first_run(base: str) -> str | None:
 def _local_files(folder: str, rel: str) -> Iterator[str]:
     """Files below ``folder`` as discovery walks them (symlinked folders are not entered),
     without importing Beam, so a local input is checked before Beam starts."""
-    from graders.runfiles import DIR, sorted_entries, split_entry
-
     for item in sorted_entries(folder):
         name, kind = split_entry(item)
         if kind == DIR:
@@ -202,8 +200,6 @@ def compile_inline_graders(plans: PlanSet, graders: str | None, graders_dir: str
                for entry in plan.enabled if entry.source == "inline" and entry.script]
     if not scripts:
         return 0
-    from graders.js_sandbox import JsGraderError, JsSandbox
-
     sandbox = JsSandbox()
     try:
         for where, grader_id, script in scripts:

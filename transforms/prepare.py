@@ -10,10 +10,10 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from graders.layout import layout_hints
 from graders.prepare import PreparedRun, prepare_run
-from graders.rows import dead_letter_row
-from graders.state import listing_digest, listing_fingerprint
+from graders.runs.layout import layout_hints
+from graders.tables.rows import dead_letter_row
+from graders.tables.state import listing_digest, listing_fingerprint
 from transforms.beamfiles import beam_run_files, join
 from transforms.discover import RunListing, hint_path, list_run
 from transforms.heap import tune_gc, tune_heap

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graders.trace_rules.jsonl import decode
-from graders.trace_rules.parsers import (
+from graders.formats.jsonl import decode
+from graders.formats.parsers import (
     TraceFormatError,
     runs_from_audit,
     runs_from_copilot_events,
