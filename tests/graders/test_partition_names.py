@@ -1,4 +1,4 @@
-"""The one encoding of partition values in paths (graders.tables.parquet.partition_value)."""
+"""The one encoding of partition values in paths (graders.tables.paths.partition_value)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from urllib.parse import quote
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from graders.tables.parquet import (
+from graders.tables.parquet import encode_table
+from graders.tables.paths import (
     HIVE_NULL,
     NAME_MAX,
     ORIGINAL_COLUMN,
     decode_partition_value,
-    encode_table,
     is_hashed,
     partition_path,
     partition_value,
