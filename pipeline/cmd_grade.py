@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from graders.families.executors import SANDBOXED_SOURCES, close_executor, make_executor
+from graders.families.executors import SANDBOXED_SOURCES
 from graders.grading.engine import grade_trace, results_document
 from graders.jsrt.jscompat import js_stringify
 from graders.jsrt.jsonio import JsonError, parse_json
-from graders.prepare import PreparedRun, grade_prepared, prepare_run
+from graders.one_run import RunGrader, close_executors, open_executors
+from graders.prepare import PreparedRun, prepare_run
 from graders.runs.runfiles import local_run_files
 from graders.single_run import runs_inside, single_run_meta
 from pipeline.errors import InputError, UsageError
@@ -101,7 +102,8 @@ def _out_dir(out: str, run: Path | None) -> Path:
 
 def handle_grade(args: argparse.Namespace) -> int:
     try:
-        plan = load_plans(args.graders, None).default
+        plans = load_plans(args.graders, None)
+        plan = plans.default
         evals = None
         run_id, attempt = "", 1
         prep = None
@@ -114,20 +116,16 @@ def handle_grade(args: argparse.Namespace) -> int:
             prep = _prepare(root)
             trace, evals = prep.trace, prep.evals
             run_id, attempt = prep.meta.run_id, prep.meta.attempt
-        executors = {}
-        for source in SANDBOXED_SOURCES:
-            ex = make_executor(source, args.allow_unsandboxed)
-            if ex is not None:
-                executors[source] = ex
+        executors = open_executors(SANDBOXED_SOURCES, args.allow_unsandboxed)
         try:
             if prep is not None:
-                plan = prep.plan(plan)
-                results = grade_prepared(prep, plan, executors).results
+                grader = RunGrader(plans, executors=executors)
+                plan = grader.plan_of(prep)
+                results = grader.grade(prep, strict=True).results
             else:
                 results = grade_trace(trace, plan, executors)
         finally:
-            for ex in executors.values():
-                close_executor(ex)
+            close_executors(executors)
         doc = results_document(results, run_id=run_id, attempt=attempt, evals=evals)
     except (PlanLoadError, ValueError) as exc:
         raise InputError(str(exc)) from exc

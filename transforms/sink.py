@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -71,14 +71,10 @@ def read_if_exists(path: str) -> bytes | None:
     return data
 
 
-Assemble = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
-
-
 class _WritePartition(beam.DoFn):
-    def __init__(self, output: str, staging: str, assemble: Mapping[str, Assemble]) -> None:
+    def __init__(self, output: str, staging: str) -> None:
         self.output = output
         self.staging = staging
-        self.assemble = dict(assemble)
         self.files = Metrics.counter("fleetgrade", "partitions_written")
         self.unchanged = Metrics.counter("fleetgrade", "partitions_unchanged")
         self.rows = Metrics.counter("fleetgrade", "rows_written")
@@ -96,8 +92,6 @@ class _WritePartition(beam.DoFn):
             else:
                 drops.add(tuple(value))
         new_rows = list(read_chunks(self.staging, table, refs))
-        if table in self.assemble:
-            new_rows = self.assemble[table](new_rows)
         rel = partition_file(table, workflow, date)
         existing = read_if_exists(join(self.output, rel))
         rows = new_rows
@@ -265,14 +259,11 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
 class WritePartitionedParquet(beam.PTransform):
     """{table: rows} (+ drops) → hive-partitioned Parquet under ``output``; outputs committed paths."""
 
-    def __init__(self, output: str, token: str, assemble: Mapping[str, Assemble] | None = None) -> None:
-        """``assemble`` maps a table to the function making its rows from the rows staged for
-        one partition (a table staged as parts of rows, such as ``runs``)."""
+    def __init__(self, output: str, token: str) -> None:
         super().__init__()
         self.output = output.rstrip("/")
         self.token = token
         self.staging = join(self.output, f"{STAGING}/{token}")
-        self.assemble = dict(assemble or {})
 
     def expand(self, tables: dict[str, TableRows]) -> beam.PCollection:
         """``tables`` maps table names to row collections, or to named parts whose rows make
@@ -296,7 +287,7 @@ class WritePartitionedParquet(beam.PTransform):
             tuple(keyed)
             | "FlattenRefsAndDrops" >> beam.Flatten()
             | "GroupByPartition" >> beam.GroupByKey()
-            | "WritePartition" >> beam.ParDo(_WritePartition(self.output, self.staging, self.assemble))
+            | "WritePartition" >> beam.ParDo(_WritePartition(self.output, self.staging))
         )
         return (
             actions.pipeline
