@@ -20,7 +20,7 @@ from graders.grading.plan import GradingPlan, PlanSet, default_plan
 from graders.one_run import RunGrader
 from graders.prepare import prepare_run
 from graders.runs.runfiles import local_run_files
-from pipeline.synth import MANIFEST, SizeMix, SynthOptions, synth_fleet, synth_options
+from tools.synth import MANIFEST, SizeMix, SynthOptions, synth_fleet, synth_options
 from transforms.discover import ListRuns
 from transforms.heap import tune_gc
 
