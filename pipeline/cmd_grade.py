@@ -1,4 +1,4 @@
-"""``fleetgrade grade`` and ``fleetgrade preprocess``: one run, gh-aw's files (graders.md §3–§5)."""
+"""``fleetgrade grade`` and ``fleetgrade preprocess``: one run, gh-aw's files (docs/reference/graders.md §3–§5)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     g = sub.add_parser(
         "grade",
         help="grade one run folder (or a preprocessed trace) and write gh-aw's grader files",
-        description="Prints grader_results.json (graders.md §4) to stdout, or writes "
-        "grader_manifest.json, grader_payload.json and grader_results.json (graders.md §3–§4) "
+        description="Prints grader_results.json (docs/reference/graders.md §4) to stdout, or writes "
+        "grader_manifest.json, grader_payload.json and grader_results.json (docs/reference/graders.md §3–§4) "
         "into --out. Nothing is written into the run folder.",
     )
     src = g.add_mutually_exclusive_group(required=True)

@@ -1,4 +1,4 @@
-"""The grader manifest, ``grader_manifest.json`` (graders.md §3), as pydantic models.
+"""The grader manifest, ``grader_manifest.json`` (docs/reference/graders.md §3), as pydantic models.
 
 The ``graders:`` configuration itself is validated by ``graders.grading.config`` with gh-aw's exact error
 messages (pydantic's own messages would differ); these models read manifests back, e.g. from

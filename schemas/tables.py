@@ -1,4 +1,4 @@
-"""Arrow schemas of the output tables (design.md §3). Column order is the file order.
+"""Arrow schemas of the output tables (README.md, "Tables"). Column order is the file order.
 
 Partition columns (``workflow``, ``date``) are not stored in the files: they live in the hive
 path ``<table>/workflow=<w>/date=<YYYY-MM-DD>/``; readers add them back.

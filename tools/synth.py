@@ -1,7 +1,7 @@
 """Deterministic synthetic fleets for benchmarks and tests (``python -m tools.synth``).
 
 A fleet is ``<out>/<workflow>/run-<id>[-attempt-2]/…`` holding every artifact kind of
-graders.md §5. Run sizes are heavy-tailed (most runs small, a few with tens of thousands of
+docs/reference/graders.md §5. Run sizes are heavy-tailed (most runs small, a few with tens of thousands of
 gateway lines and token-usage records, optionally a rare run near the 50 MiB file limit),
 some tasks (issues) are rerun, and a few runs are malformed on purpose. Every random choice
 comes from ``random.Random`` seeded with a string derived from the seed, so the same seed and
@@ -448,7 +448,7 @@ _HEAVY_IR_CALLS: Final = 2000
 
 def _trajectory_ir(rng: random.Random, calls: list[_Call], run_id: int, items: list[dict[str, Any]],
                    heavy: bool = False) -> dict[str, Any]:
-    """A Trajectory IR (graders.md §12) consistent with the run's first tool calls."""
+    """A Trajectory IR (docs/reference/graders.md §12) consistent with the run's first tool calls."""
     events: list[dict[str, Any]] = []
     tool_calls: list[dict[str, Any]] = []
     observations: list[dict[str, Any]] = []

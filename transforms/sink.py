@@ -1,4 +1,4 @@
-"""Hive-partitioned Parquet sink with atomic per-partition commit (design.md §2, "Write").
+"""Hive-partitioned Parquet sink with atomic per-partition commit (docs/architecture.md, "Write").
 
 Rows are packed into chunks per (table, workflow, date) and staged to shard files as they are
 produced (``transforms/staging.py``); only chunk references are grouped per partition. Each
@@ -17,8 +17,7 @@ disks and on GCS), deletes partitions left empty, and removes the job's own stag
   same commit, last) still describes the previous run, so the next run redoes the work and
   deletes the orphaned staging folder (its owner is gone; another live job's is kept).
 
-(Beam's ``fileio.WriteToFiles`` left temporary files behind with such destinations; see
-environment-notes.md.)
+(Beam's ``fileio.WriteToFiles`` left temporary files behind with such destinations.)
 """
 
 from __future__ import annotations

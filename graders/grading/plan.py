@@ -20,7 +20,7 @@ Source = Literal["builtin", "inline", "operational-value"]
 
 @dataclass(frozen=True)
 class PlanEntry:
-    """One manifest entry (graders.md §3), plus the trusted code for non-built-ins."""
+    """One manifest entry (docs/reference/graders.md §3), plus the trusted code for non-built-ins."""
 
     id: str
     name: str

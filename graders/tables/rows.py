@@ -1,4 +1,4 @@
-"""Table rows from grading outcomes (design.md §3). Pure: the Beam sink only writes them."""
+"""Table rows from grading outcomes (README.md, "Tables"). Pure: the Beam sink only writes them."""
 
 from __future__ import annotations
 

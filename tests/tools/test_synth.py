@@ -54,7 +54,7 @@ def test_layout_and_artifact_kinds(tmp_path):
         wf, run = e["folder"].split("/")
         assert wf == e["workflow"]
         assert run.startswith(f"run-{e['run_id']}")
-    # Every artifact kind of graders.md §5 appears somewhere in a 60-run fleet.
+    # Every artifact kind of docs/reference/graders.md §5 appears somewhere in a 60-run fleet.
     for needle in ("token-usage.jsonl", "agent_usage.json", "mcp-logs/gateway.jsonl", "agent_output.json",
                    "copilot-session-state/events.jsonl", "evals.jsonl", "aw_info.json"):
         assert any(f.endswith(needle) for f in files), needle
