@@ -99,3 +99,10 @@ def test_a_failure_s_message_is_as_beam_reported_it():
     assert one_run.failure_text(record) == ("KeyError", "'first line\\nsecond: line'")
     assert one_run.failure_text(ValueError("v")) == ("ValueError", "v")
     assert one_run.failure_text("text") == ("Error", "text")
+
+
+def test_a_run_folder_is_graded_end_to_end_as_from_its_prepared_run(prep):
+    grader = RunGrader(PLANS, default_config())
+    whole = grader.grade_files(local_run_files(FLEET / RUN), RUN)
+    assert whole.run == grader.grade(prep).run
+    assert whole.grader_results == grader.grade(prep).grader_results
