@@ -36,7 +36,8 @@ def build(
 ) -> beam.PCollection:
     """Adds the whole graph to ``p``; returns the committed partition paths.
 
-    ``resource_hints`` asks distributed runners for more memory on the sandboxed families;
+    ``resource_hints`` asks distributed runners for more memory on the Grade step when a family
+    is sandboxed;
     ``regression_window``/``regression_baseline`` are the days of the ``regressions`` windows.
     """
     cfg = trace_config or default_config()
@@ -44,9 +45,8 @@ def build(
     prepared = found["runs"] | "Prepare" >> Prepare(input_base, since, until)
     graded = prepared["runs"] | "Grade" >> Grade(plans, cfg, resource_hints)
     kept = {"unchanged": found["kept"], "out-of-window": prepared["kept"]}
-    tracked = {"graded": prepared["runs"],
-               "dead": {"prepare": prepared["dead_state"], "duplicate": found["dead_state"]}} \
-        | "TrackState" >> TrackState(plans, cfg)
+    dead_states = {"prepare": prepared["dead_state"], "duplicate": found["dead_state"]}
+    tracked = {"graded": prepared["runs"], "dead": dead_states} | "TrackState" >> TrackState(plans, cfg)
     reliability = {"verdicts": graded["trace_verdicts"], "kept": kept} | "TraceVerdicts" >> TraceVerdicts(output)
     stats = {"grader_results": graded["grader_results"], "trace_verdicts": graded["trace_verdicts"],
              "drops": tracked["drops"]} | "Stats" >> FleetStats(output, regression_window, regression_baseline)
