@@ -43,6 +43,7 @@ LAZY_IMPORTS: Mapping[tuple[str, str], str] = {
     # and a usage error answer before Beam, DuckDB or the grading core load: a command imports
     # its machinery when it runs (tests/pipeline/test_cli_startup.py).
     ("pipeline.cmd_run", "pipeline.preflight"): "CLI start-up",
+    ("pipeline.launch", "pipeline.preflight"): "CLI start-up (launch serves run and regrade)",
     ("pipeline.cmd_run", "pipeline.launch"): "CLI start-up: Beam",
     ("pipeline.cmd_run", "pipeline.plans"): "CLI start-up: the graders' configuration",
     ("pipeline.cmd_run", "pipeline.graph"): "CLI start-up: Beam and every grader family",
@@ -53,7 +54,6 @@ LAZY_IMPORTS: Mapping[tuple[str, str], str] = {
     ("pipeline.cmd_regrade", "graders.prepare"): "CLI start-up: preprocessing",
     ("pipeline.cmd_regrade", "graders.replay"): "CLI start-up",
     ("pipeline.cmd_regrade", "graders.runs.runfiles"): "CLI start-up",
-    ("pipeline.cmd_regrade", "pipeline.preflight"): "CLI start-up",
     ("pipeline.cmd_regrade", "pipeline.regrade_graph"): "CLI start-up: Beam",
     ("pipeline.cmd_regrade", "pipeline.launch"): "CLI start-up: Beam",
     ("pipeline.cmd_sql", "pipeline.tables"): "CLI start-up: DuckDB",
@@ -62,12 +62,6 @@ LAZY_IMPORTS: Mapping[tuple[str, str], str] = {
     ("pipeline.cmd_report", "pipeline.report.render"): "CLI start-up",
     ("pipeline.cmd_report", "pipeline.report.scope"): "CLI start-up",
     ("pipeline.preflight", "transforms.discover"): "CLI start-up: Beam's file systems",
-    # The sink registers every table family when first asked, so a worker that runs only the
-    # sink knows every table; the schema modules import nothing of schemas.tables.
-    ("schemas.tables", "schemas.observation_table"): "tables registered on first use",
-    ("schemas.tables", "schemas.state_table"): "tables registered on first use",
-    ("schemas.tables", "schemas.stats_tables"): "tables registered on first use",
-    ("schemas.tables", "schemas.trace_tables"): "tables registered on first use",
 }
 
 

@@ -13,13 +13,13 @@ from apache_beam.metrics import Metrics
 
 from graders.families.trace_rules.config import TraceConfig
 from graders.grading.plan import PlanSet
-from graders.tables.parquet import decode_table, partition_values
+from graders.tables.parquet import decode_table
+from graders.tables.paths import partition_file, partition_values, table_globs
 from graders.tables.state import GradingDigests, StoredState, listing_digest, listing_fingerprint, unchanged
 from schemas.state_table import STATE_TABLE
-from transforms.beamfiles import join
+from transforms.beamfiles import join, read_if_exists
 from transforms.discover import ListRuns
 from transforms.progress import FINISHED, KEPT, Tally
-from transforms.sink import partition_file, read_if_exists, table_globs
 
 KEEP = "keep"
 
@@ -27,7 +27,7 @@ KEEP = "keep"
 def read_table_rows(output: str, table: str) -> Iterator[dict[str, Any]]:
     """Every row an earlier run wrote to ``table``, with its partition columns."""
     metas = []
-    for pattern in table_globs(output, table):
+    for pattern in (join(output, g) for g in table_globs(table)):
         try:
             metas += [m for r in FileSystems.match([pattern]) for m in r.metadata_list]
         except Exception:  # nothing there yet (first run)
@@ -79,7 +79,7 @@ def unbatch_runs(kv: tuple[int, Iterable[bytes]]) -> Iterator[RunToGrade]:
         yield from _BATCH_DECODER.decode(zlib.decompress(blob))
 
 
-class _ListAndDecide(ListRuns):
+class _ListAndDecide(beam.DoFn):
     """The fleet root → batches of runs to grade; the stored rows of the rest on ``keep``.
 
     One step lists the fleet and decides each run against its stored state as the listing
@@ -93,7 +93,7 @@ class _ListAndDecide(ListRuns):
 
     def __init__(self, base: str, output: str, plans: PlanSet, trace_config: TraceConfig, full: bool,
                  since: str | None, until: str | None, batch: int = BATCH_RUNS) -> None:
-        super().__init__()
+        self.lister = ListRuns()  # the fleet's runs, as discovery streams them
         self.base = base.rstrip("/")
         self.output = output
         self.plans = plans
@@ -119,7 +119,7 @@ class _ListAndDecide(ListRuns):
         todo: list[RunToGrade] = []
         batches = 0
         tally = Tally("discover")  # one file: the runs kept are counted when discovery is said done
-        for root_rel, listing in self.discover(self.base, tally):
+        for root_rel, listing in self.lister.discover(self.base, tally):
             self.discovered.inc()
             previous = previous_state(stored.pop(join(self.base, root_rel)))
             digest = listing_digest(listing)

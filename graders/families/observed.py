@@ -25,7 +25,7 @@ from graders.grading.registry import GraderContext
 from schemas.grader import Direction
 
 SOURCE: Final = "fleetgrade"
-FAMILY: Final = "observed"
+OBSERVED: Final = "observed"  # the family
 IMPLEMENTATION_ID: Final = "fleetgrade/observed"
 LISTED: Final = 20  # errors listed in a result's details
 # Token-usage ``purpose`` values that are not agent steps: the model router's classifier call
@@ -208,7 +208,7 @@ def _observed(gid: str, name: str, description: str, unit: str, direction: Direc
     """Register the pure ``(RunEvidence, config)`` function of ``gid`` as a grader of source
     ``fleetgrade``, family ``observed``: one description, graded beside every plan."""
     grader = registry.grader(gid, name=name, description=description, unit=unit, direction=direction,
-                             family=FAMILY, threshold=threshold, min=lo, max=hi, source=SOURCE)
+                             family=OBSERVED, threshold=threshold, min=lo, max=hi, source=SOURCE)
     grader(_OnEvidence(_FUNCTIONS[gid]))
 
 
@@ -244,7 +244,7 @@ _observed("working-set-rebuild-factor-cached", "Working-Set Rebuild Factor (cach
 @functools.cache
 def observed_plan() -> GradingPlan:
     """Every observed grader with its defaults: the plan graded beside every run's own."""
-    return GradingPlan(tuple(entry_from_spec(s) for s in registry.all_specs(FAMILY)))
+    return GradingPlan(tuple(entry_from_spec(s) for s in registry.all_specs(OBSERVED)))
 
 
 def grade_observed(evidence: RunEvidence | None, plan: GradingPlan | None = None,

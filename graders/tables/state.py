@@ -22,10 +22,11 @@ from graders.families.observed import observed_plan
 from graders.families.trace_rules.config import TraceConfig
 from graders.grading.plan import GradingPlan, PlanSet
 from graders.tables.rows import implementation_digest
+from schemas.tables import run_tables
 from schemas.version import FLEETGRADE_VERSION
 
-# Tables whose rows belong to a graded run, identified by (run_id, attempt) in its partition.
-RUN_TABLES = ("grader_results", "runs", "trace_verdicts", "grader_drift")
+# A stored row to remove when a partition is rewritten: (table, workflow, date, identity).
+Drop = tuple[str, str | None, str | None, tuple[Any, ...]]
 
 
 def listing_digest(listing: Iterable[tuple[Any, ...]]) -> str:
@@ -90,14 +91,15 @@ def dead_state(root: str, listing: str, grading: str, workflow: str | None, date
             "fleetgrade_version": FLEETGRADE_VERSION}
 
 
-def drops_for(previous: dict[str, Any] | None) -> list[tuple[str, str | None, str | None, tuple[Any, ...]]]:
-    """The rows a regraded run had: (table, workflow, date, identity) to drop before writing anew."""
+def drops_for(previous: dict[str, Any] | None) -> list[Drop]:
+    """The rows a regraded run had: (table, workflow, date, identity) to drop before writing anew
+    (every table whose spec replaces by run, schemas/tables.py)."""
     if not previous:
         return []
     w, d = previous.get("workflow"), previous.get("date")
     if previous.get("outcome") == "graded":
         ident = (previous.get("run_id"), previous.get("attempt"))
-        return [(t, w, d, ident) for t in RUN_TABLES]
+        return [(t, w, d, ident) for t in run_tables()]
     # A folder dead-lettered when read, or as a second folder of one run (transforms/duplicates.py).
     return [("dead_letter", w, d, (previous.get("root"), stage)) for stage in ("prepare", "duplicate")]
 
@@ -139,9 +141,9 @@ def _unpack_digest(value: Any) -> Any:
 class StoredState:
     """The stored ``_state`` rows by run folder (its full path), held compactly.
 
-    The discovery step holds the whole state while it lists the fleet: as dicts a row took
-    ~1.1 KB (make bench memory, a 30k-run state), encoded without its root ~0.4 KB with it,
-    so a million-run history fits a worker. Rows read back equal the rows stored.
+    The discovery step holds the whole state while it lists the fleet: encoded, a row takes
+    about a third of a dict's memory (docs/performance.md), so a million-run history fits a
+    worker. Rows read back equal the rows stored.
     """
 
     def __init__(self, rows: Iterable[dict[str, Any]] = ()) -> None:

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from graders.grading.engine import results_document
-from graders.grading.plan import default_plan
-from graders.prepare import grade_prepared, prepare_run
+from graders.grading.plan import PlanSet, default_plan
+from graders.one_run import RunGrader
+from graders.prepare import prepare_run
 from graders.runs.runfiles import local_run_files
 from pipeline.tables import connect
 from tests.graders.test_evidence import RPC_403, RUN_SUMMARY_FAILED, STDIO_FAILED, jsonl
@@ -48,7 +49,7 @@ def write_run(root: Path, run_id: int, files: dict[str, bytes]) -> Path:
 
 def archive(run: Path, change: str | None = None) -> None:
     """gh-aw's grader_results.json for the run, as fleetgrade grades it (one value changed)."""
-    results = grade_prepared(prepare_run(local_run_files(run), str(run)), default_plan()).results
+    results = RunGrader(PlanSet(default_plan())).grade(prepare_run(local_run_files(run), str(run))).results
     if change is not None:
         hit = next(r for r in results if r["id"] == change)
         hit["value"], hit["status"] = 0.25, "fail"
