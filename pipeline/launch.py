@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pipeline import preflight
 from pipeline.beam_flags import parse_check
 from pipeline.errors import UsageError
 from pipeline.options import LOCAL_RUNNERS, is_dry_run, local_runner, pipeline_options
@@ -97,8 +98,6 @@ def run_locked(args: argparse.Namespace, options: PipelineOptions, p: beam.Pipel
 def check_local(args: argparse.Namespace) -> list[str]:
     """Logging set up, then what needs no Beam checked first, so these mistakes are reported at
     once: the input and output places. Returns what was validated (for the dry-run line)."""
-    from pipeline import preflight
-
     configure_logging(args.log_level)
     preflight.check_placement(args.input, args.output, args.runner)
     return ["flags", f"runner {args.runner}", *preflight.check_places(args.input, args.output, args.allow_empty)]
@@ -108,8 +107,6 @@ def launch(args: argparse.Namespace, command: str, validated: list[str],
            build: Callable[[beam.Pipeline, str], object]) -> PipelineResult | None:
     """Beam's options and pipeline, the places checked as Beam sees them, then the job built by
     ``build(p, job_id)`` and run under the output's lock; None after a dry run (its line printed)."""
-    from pipeline import preflight
-
     options = beam_options(args)
     p = new_pipeline(args, options)
     validated = [*validated, *preflight.check_places(args.input, args.output, args.allow_empty, options)]

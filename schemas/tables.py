@@ -179,7 +179,7 @@ SPECS: dict[str, TableSpec] = _specs(
               "One row per input that could not be graded, and why.", identity=("input", "stage"),
               one_per_identity=("error_class", "message")),
     TableSpec("trace_verdicts", file_schema(TRACE_VERDICTS), ("run_id", "attempt"), Replace.RUN,
-              "transforms.trace_verdicts:verdict_row", "One trace-rule verdict per graded run.",
+              "graders.one_run:verdict_row", "One trace-rule verdict per graded run.",
               identity=RUN_IDENTITY),
     # Only runs that carry gh-aw's grader_results.json and disagree with it have rows: often none.
     TableSpec("grader_drift", GRADER_DRIFT, ("run_id", "attempt", "grader_id"), Replace.RUN,

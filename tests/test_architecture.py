@@ -43,7 +43,6 @@ LAZY_IMPORTS: Mapping[tuple[str, str], str] = {
     # and a usage error answer before Beam, DuckDB or the grading core load: a command imports
     # its machinery when it runs (tests/pipeline/test_cli_startup.py).
     ("pipeline.cmd_run", "pipeline.preflight"): "CLI start-up",
-    ("pipeline.launch", "pipeline.preflight"): "CLI start-up (launch serves run and regrade)",
     ("pipeline.cmd_run", "pipeline.launch"): "CLI start-up: Beam",
     ("pipeline.cmd_run", "pipeline.plans"): "CLI start-up: the graders' configuration",
     ("pipeline.cmd_run", "pipeline.graph"): "CLI start-up: Beam and every grader family",

@@ -35,7 +35,7 @@ def _hinted_steps(plans: PlanSet) -> tuple[set[str], set[str]]:
 def test_graph_is_its_named_stages_and_a_sandboxed_family_asks_for_memory():
     names, hinted = _hinted_steps(PlanSet(default_plan()))  # archived operational-value evaluators: sandboxed
     for step in ("ReadRuns/Discover/Decide", "ReadRuns/Discover/Spread", "ReadRuns/Identity", "Prepare/Read",
-                 "Grade/GradeRun", "TrackState", "TraceVerdicts/Reliability", "Stats", "WriteTables/Parquet/Commit"):
+                 "Grade/GradeRun", "TrackState", "TraceVerdicts/Reliability", "Stats", "WriteTables/Commit"):
         assert any(n == step or n.startswith(step + "/") for n in names), step
     # Every family of a run is graded in its one step, which runs where there is more memory.
     assert any(n.startswith("Grade/GradeRun") for n in hinted)
