@@ -41,7 +41,7 @@ SESSION_FILES: Final = ("usage/aw_session.jsonl", "agent-session.jsonl")
 RPC_MESSAGES: Final = "mcp-logs/rpc-messages.jsonl"
 # `gh aw logs` flattens the safe-outputs-items artifact into the run root; `gh run download` does not.
 SAFE_OUTPUT_ERRORS: Final = ("safe-output-errors.json", "safe-outputs-items/safe-output-errors.json")
-# The agent's token usage: graders.md §5's sandbox candidates in its order, the usage artifact's
+# The agent's token usage: docs/reference/graders.md §5's sandbox candidates in its order, the usage artifact's
 # copy when it kept its own name, and the flat legacy layout (docs/formats.md §1.3, layout B).
 TOKEN_USAGE_FILES: Final = (*SANDBOX_TOKEN_USAGE, USAGE_TOKEN_USAGE, "token-usage.jsonl")
 GRADER_RESULTS: Final = tuple(f"{d}/grader_results.json" for d in GRADER_ARCHIVE_DIRS)
