@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from graders.families.observed import OBSERVED, grade_observed, observed_plan
 from graders.families.opvalue.request import RunSubject
 from graders.families.trace_rules.config import TraceConfig
 from graders.families.trace_rules.verdicts import grade_run as grade_trace_rules
@@ -28,6 +29,7 @@ from graders.grading.registry import close_executor, make_executor, sandboxed_fa
 from graders.prepare import PreparedRun, prepare_run
 from graders.runs.runfiles import RunFiles
 from graders.runs.runmeta import determine_run_meta
+from graders.tables.drift import drift_rows
 from graders.tables.rows import dead_letter_row, result_rows, run_row
 from schemas.documents import RunMeta
 from schemas.version import FLEETGRADE_VERSION
@@ -40,13 +42,15 @@ TRACE_RULES = "trace-rules"
 class RunGrades:
     """Everything one run adds to the tables."""
 
-    results: list[dict[str, Any]]  # every graded result, in manifest order (grader_results.json)
-    grader_results: list[dict[str, Any]]  # the rows of the families that graded
+    results: list[dict[str, Any]]  # every graded result of the plan, in manifest order (grader_results.json)
+    grader_results: list[dict[str, Any]]  # the rows of the families that graded, the observed family's last
     run: dict[str, Any] | None  # the whole ``runs`` row; None when the run is a dead letter
     trace_verdict: dict[str, Any] | None
     dead_letter: dict[str, Any] | None
     # Graded results per family: the pipeline's per-family counters.
     by_family: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # ``grader_drift`` rows: archived gh-aw grades the plan's results do not repeat (graders/tables/drift.py).
+    grader_drift: list[dict[str, Any]] = field(default_factory=list)
 
 
 def failure_text(exc_info: Any) -> tuple[str, str]:
@@ -83,7 +87,10 @@ def grade_failure_row(meta: RunMeta | None, failure: tuple[str, str]) -> dict[st
 def verdict_row(prep: PreparedRun, cfg: TraceConfig) -> dict[str, Any]:
     """The run's ``trace_verdicts`` row: its steps are its preprocessed ``toolCalls``."""
     m = prep.meta
-    report = grade_trace_rules(run_from_ghaw_trace(prep.trace, task_key(prep.aw_info, m.workflow), m.run_id), cfg)
+    # A run whose observed conclusion is failure is not delivered (docs/observed-graders.md).
+    conclusion = prep.evidence.conclusion if prep.evidence is not None else None
+    report = grade_trace_rules(
+        run_from_ghaw_trace(prep.trace, task_key(prep.aw_info, m.workflow), m.run_id, conclusion), cfg)
     return {
         "workflow": m.workflow,
         "date": m.date,
@@ -165,6 +172,21 @@ class RunGrader:
             by_family[family] = results
             rows.extend(family_rows)
         results = sorted((r for rs in by_family.values() for r in rs), key=lambda r: index[r["id"]])
+        # The observed graders, beside the plan (never in its manifest): rows after the plan's.
+        observed: list[dict[str, Any]] = []
+        try:
+            observed = grade_observed(prep.evidence, trace=prep.trace)
+            observed_rows = result_rows(prep.meta, observed, observed_plan(), prep.input_digest)
+        except Exception as exc:
+            if strict:
+                raise
+            failures.append(_caught(exc))
+        else:
+            for row in observed_rows:
+                row["grader_index"] += len(plan.enabled)
+            by_family[OBSERVED] = observed
+            rows.extend(observed_rows)
+        drift = drift_rows(prep.meta, prep.evidence, results)
         verdict = run = None
         if self.rules is not None:
             try:
@@ -174,7 +196,8 @@ class RunGrader:
                     raise
                 failures.append(_caught(exc))
         try:
-            run = run_row(prep.meta, prep.trace, results, prep.report, plan, prep.input_digest)
+            # The observed grades count in the run's status counts too.
+            run = run_row(prep.meta, prep.trace, [*results, *observed], prep.report, plan, prep.input_digest)
         except Exception as exc:
             if strict:
                 raise
@@ -182,7 +205,7 @@ class RunGrader:
         dead = None
         if failures:  # one dead letter per run: the first failure by (error class, message)
             run, dead = None, grade_failure_row(prep.meta, min(failures))
-        return RunGrades(results, rows, run, verdict, dead, by_family)
+        return RunGrades(results, rows, run, verdict, dead, by_family, drift if dead is None else [])
 
     def _grade_family(self, prep: PreparedRun, plan: GradingPlan, family: str,
                       ids: frozenset[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graders.families.opvalue.archived import archived_entry
+from graders.formats.evidence import RunEvidence, evidence_warnings, read_evidence
 from graders.formats.ghaw.preprocess import PreprocessReport, preprocess, read_evals, read_trajectory_ir_file
 from graders.grading.plan import GradingPlan, PlanEntry, with_entry
 from graders.runs.layout import ARTIFACT_NAMES
@@ -35,6 +36,8 @@ class PreparedRun:
     archived: PlanEntry | None = field(default=None, repr=False)
     # agent/graders/trajectory_ir.json: the trajectory graders' last IR candidate.
     file_ir: Any = field(default=None, repr=False)
+    # What the observed graders and the trace rules read beyond the trace (graders/formats/evidence.py).
+    evidence: RunEvidence | None = field(default=None, repr=False)
     # Incremental backfill: the run's listing digest and its previous state row, if any.
     listing_digest: str = ""
     previous: dict[str, Any] | None = field(default=None, repr=False)
@@ -67,5 +70,7 @@ def prepare_run(
     evals = read_evals(files, report)
     archived = archived_entry(files)
     file_ir = read_trajectory_ir_file(files, report)
+    evidence = read_evidence(files, aw_info)
+    report.warnings.extend(evidence_warnings(evidence))
     files.check_time()  # preprocessing after the last read counts too
-    return PreparedRun(meta, trace, report, files.input_digest(), evals, aw_info, archived, file_ir)
+    return PreparedRun(meta, trace, report, files.input_digest(), evals, aw_info, archived, file_ir, evidence=evidence)

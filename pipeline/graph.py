@@ -56,6 +56,7 @@ def build(
         "runs": graded["runs"],
         "dead_letter": (prepared["dead"], found["dead"], graded["dead_letter"], graded["crashed"]),
         "trace_verdicts": graded["trace_verdicts"],
+        "grader_drift": graded["grader_drift"],
         "task_reliability": reliability,
         "grader_stats": stats["grader_stats"],
         "regressions": stats["regressions"],

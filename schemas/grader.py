@@ -2,7 +2,7 @@
 the rows all use (docs/reference/graders.md §3 for the manifest's keys).
 
 Two words, two meanings: a grader's **source** is gh-aw's manifest word for where its code comes
-from (``builtin``, ``inline``, ``operational-value``); its **family** is the group of graders one
+from (``builtin``, ``inline``, ``operational-value``; ours: ``fleetgrade``); its **family** is the group of graders one
 implementation module registers and one pipeline step grades (``builtin`` = gh-aw's ten,
 ``trajectory``, ``inline``, ``operational-value``, …). A family defaults to the grader's source.
 """
@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict
 
-Source = Literal["builtin", "inline", "operational-value"]
+# ``fleetgrade``: our observed graders (graders/families/observed.py), graded beside a gh-aw plan.
+Source = Literal["builtin", "inline", "operational-value", "fleetgrade"]
 Direction = Literal["higher_is_better", "lower_is_better"]
 
 

@@ -114,6 +114,25 @@ class Replace(enum.Enum):
 
 RUN_IDENTITY = ("run_id", "attempt")
 
+# gh-aw's archived grade beside fleetgrade's recomputation, for each grader where they differ
+# (graders/tables/drift.py); no row where they agree.
+GRADER_DRIFT = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("attempt", pa.int32()),
+        ("grader_id", pa.string()),
+        ("differs", pa.list_(pa.string())),
+        ("archived_value", pa.float64()),
+        ("archived_status", pa.string()),
+        ("archived_message", pa.string()),
+        ("value", pa.float64()),
+        ("status", pa.string()),
+        ("message", pa.string()),
+        ("archived_path", pa.string()),
+        ("fleetgrade_version", pa.string()),
+    ]
+)
+
 
 @dataclass(frozen=True)
 class TableSpec:
@@ -160,8 +179,13 @@ SPECS: dict[str, TableSpec] = _specs(
               "One row per input that could not be graded, and why.", identity=("input", "stage"),
               one_per_identity=("error_class", "message")),
     TableSpec("trace_verdicts", file_schema(TRACE_VERDICTS), ("run_id", "attempt"), Replace.RUN,
-              "transforms.trace_verdicts:verdict_row", "One trace-rule verdict per graded run.",
+              "graders.one_run:verdict_row", "One trace-rule verdict per graded run.",
               identity=RUN_IDENTITY),
+    # Only runs that carry gh-aw's grader_results.json and disagree with it have rows: often none.
+    TableSpec("grader_drift", GRADER_DRIFT, ("run_id", "attempt", "grader_id"), Replace.RUN,
+              "graders.tables.drift:drift_rows",
+              "One row per (run, grader) whose archived gh-aw grade fleetgrade's recomputation does not repeat.",
+              identity=RUN_IDENTITY, optional=True),
     # An aggregate over every run of a task: recomputed whole on each run, never merged.
     TableSpec("task_reliability", file_schema(TASK_RELIABILITY), ("task",), Replace.TABLE,
               "transforms.reliability:task_reliability_row", "pass^k and pass@k per task."),

@@ -9,6 +9,7 @@ import apache_beam as beam
 from apache_beam import typehints
 from apache_beam.metrics import Metrics
 
+from graders.families.observed import OBSERVED
 from graders.families.trace_rules.config import TraceConfig
 from graders.grading.engine import Executor
 from graders.grading.plan import PlanSet
@@ -17,7 +18,7 @@ from graders.one_run import RunGrader, close_executors, failure_text, grade_fail
 from graders.prepare import PreparedRun
 
 SANDBOX_MIN_RAM = "4GB"
-RUNS, VERDICTS, DEAD = "runs", "trace_verdicts", "dead_letter"  # GradeRun's side outputs
+RUNS, VERDICTS, DEAD, DRIFT = "runs", "trace_verdicts", "dead_letter", "grader_drift"  # GradeRun's side outputs
 
 
 class GradeRun(beam.DoFn):
@@ -27,7 +28,7 @@ class GradeRun(beam.DoFn):
     def __init__(self, plans: PlanSet, rules: TraceConfig) -> None:
         self.plans, self.rules = plans, rules
         self.executors: dict[str, Executor] = {}
-        families = plans.families()
+        families = [*plans.families(), OBSERVED]  # the observed family is graded beside every plan
         self.graded = {f: Metrics.counter("fleetgrade", f"graded_{f}") for f in families}
         self.errors = {f: Metrics.counter("fleetgrade", f"grader_errors_{f}") for f in families}
 
@@ -44,6 +45,8 @@ class GradeRun(beam.DoFn):
         for tag, row in ((RUNS, grades.run), (VERDICTS, grades.trace_verdict), (DEAD, grades.dead_letter)):
             if row is not None:
                 yield beam.pvalue.TaggedOutput(tag, row)
+        for row in grades.grader_drift:
+            yield beam.pvalue.TaggedOutput(DRIFT, row)
 
     def teardown(self) -> None:
         close_executors(self.executors)
@@ -56,7 +59,7 @@ def failure_row(bad: tuple[Any, Any]) -> dict[str, Any]:
 
 
 class Grade(beam.PTransform):
-    """PreparedRun → {"grader_results", "runs", "trace_verdicts", "dead_letter", "crashed"} rows.
+    """PreparedRun → {"grader_results", "runs", "trace_verdicts", "grader_drift", "dead_letter", "crashed"} rows.
 
     A run's rows all leave its one grading call, the ``runs`` row whole, so nothing is joined per
     run downstream. "crashed" holds the dead letters of runs the step itself failed on (the core
@@ -70,10 +73,11 @@ class Grade(beam.PTransform):
     def expand(self, prepared: beam.PCollection) -> dict[str, beam.PCollection]:
         row = typehints.Dict[str, typehints.Any]
         grade: Any = beam.ParDo(GradeRun(self.plans, self.rules)).with_output_types(
-            row, **{RUNS: row, VERDICTS: row, DEAD: row})
+            row, **{RUNS: row, VERDICTS: row, DEAD: row, DRIFT: row})
         # Distributed runners only: a V8 helper or bubblewrap evaluators per worker need headroom.
         if self.resource_hints and set(self.plans.families()) & set(sandboxed_families()):
             grade = grade.with_resource_hints(min_ram=SANDBOX_MIN_RAM)
-        graded = prepared | "GradeRun" >> grade.with_outputs(RUNS, VERDICTS, DEAD, main="rows").with_exception_handling()
+        graded = prepared | "GradeRun" >> grade.with_outputs(RUNS, VERDICTS, DEAD, DRIFT, main="rows").with_exception_handling()
         return {"grader_results": graded["rows"], "runs": graded[RUNS], "trace_verdicts": graded[VERDICTS],
+                "grader_drift": graded[DRIFT],
                 "dead_letter": graded[DEAD], "crashed": graded["bad"] | "CrashRows" >> beam.Map(failure_row)}

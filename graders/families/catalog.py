@@ -5,6 +5,9 @@ registry loads on its first lookup; nothing else needs to import it.
 """
 
 from graders.families import builtin, trajectory  # noqa: F401  (graders; built-ins first: plan order)
+from graders.families import (
+    observed as observed,  # source fleetgrade: its own statement so it registers last; graded beside every plan
+)
 from graders.families.inline_js import sandbox  # noqa: F401  (the inline family's executor)
 from graders.families.opvalue import executor  # noqa: F401  (the operational-value family's executor)
 from graders.families.trace_rules import rules  # noqa: F401  (trace-grader's five rules)

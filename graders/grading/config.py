@@ -64,8 +64,9 @@ def _builtin_ids() -> tuple[str, ...]:
 
 
 def _registry_ids() -> tuple[str, ...]:
-    """Every registered grader (gh-aw's built-ins first, then ours, e.g. trajectory), in registry order."""
-    return registry.grader_ids()
+    """Every registered grader a plan can hold (gh-aw's built-ins first, then ours, e.g. trajectory), in
+    registry order; the observed graders (source ``fleetgrade``) are graded beside every plan, not named in one."""
+    return tuple(s.id for s in registry.plan_specs())
 
 
 def _from_registry(grader_id: str) -> GraderDefinition:

@@ -35,7 +35,7 @@ def grade_one(
 ) -> dict[str, Any]:
     if entry.error:
         return error_result(entry, f"grader {entry.id} runtime error: {entry.error}")
-    spec = registry.get(entry.id) if entry.source == "builtin" else None
+    spec = registry.get(entry.id) if entry.source in registry.REGISTERED_SOURCES else None
     run: Callable[[], Any] | None = None
     if spec is not None:
         run = lambda: spec.fn(trace, ctx)  # noqa: E731
@@ -73,12 +73,14 @@ def grade_trace(
     executors: Mapping[str, Executor] | None = None,
     only: frozenset[str] | None = None,
     file_ir: Any = None,
+    evidence: Any = None,
 ) -> list[dict[str, Any]]:
     """Every enabled grader of ``plan`` (or those in ``only``), in manifest order.
 
     ``run.graderCount`` is always the plan's enabled count, also when the pipeline grades one
     family at a time. ``file_ir`` is the parsed ``trajectory_ir.json``
-    (``preprocess.read_trajectory_ir_file``).
+    (``preprocess.read_trajectory_ir_file``); ``evidence`` the run's ``RunEvidence``
+    (graders/formats/evidence.py), which the observed family grades.
     """
     enabled = plan.enabled
     results = []
@@ -87,7 +89,8 @@ def grade_trace(
         if only is not None and entry.id not in only:
             continue
         config = entry.config if entry.config is not None else {}
-        ctx = GraderContext(config=config, grader_count=len(enabled), file_ir=file_ir, run_memo=run_memo)
+        ctx = GraderContext(config=config, grader_count=len(enabled), file_ir=file_ir, evidence=evidence,
+                            run_memo=run_memo)
         results.append(grade_one(entry, trace, ctx, executors))
     return results
 

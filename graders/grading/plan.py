@@ -78,13 +78,13 @@ def entry_from_spec(spec: registry.GraderSpec, overrides: dict[str, Any] | None 
 
 
 def default_plan() -> GradingPlan:
-    """No configuration: every registered grader (built-ins, then trajectory) with defaults."""
-    return GradingPlan(tuple(entry_from_spec(s) for s in registry.all_specs()))
+    """No configuration: every registered grader a plan holds (built-ins, then trajectory) with defaults."""
+    return GradingPlan(tuple(entry_from_spec(s) for s in registry.plan_specs()))
 
 
 def plan_with_overrides(overrides: dict[str, dict[str, Any]]) -> GradingPlan:
     """Defaults with per-grader metadata/config overrides (the conformance ``config.json``)."""
-    return GradingPlan(tuple(entry_from_spec(s, overrides.get(s.id)) for s in registry.all_specs()))
+    return GradingPlan(tuple(entry_from_spec(s, overrides.get(s.id)) for s in registry.plan_specs()))
 
 
 def family_of(entry: PlanEntry) -> str:

@@ -17,12 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
-from schemas.grader import GraderDescription
+from schemas.grader import GraderDescription, Source
 
 Kind = Literal["grader", "executor", "trace_rule", "input_format"]
 KINDS: Final[tuple[Kind, ...]] = ("grader", "executor", "trace_rule", "input_format")
 ENTRY_POINT_GROUP: Final = "fleetgrade.plugins"
 _OWN_DISTRIBUTION: Final = "fleetgrade"
+# Sources whose graders are registered functions (the others run in an executor's sandbox).
+REGISTERED_SOURCES: Final = ("builtin", "fleetgrade")
+# The source of the graders no plan holds: graded beside every run's plan (graders/families/observed.py).
+BESIDE_PLAN_SOURCE: Final = "fleetgrade"
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,8 @@ class GraderContext:
     config: Any = field(default_factory=dict)
     grader_count: int = 0
     file_ir: Any = None
+    # The run's ``RunEvidence`` (graders/formats/evidence.py): what the observed family grades.
+    evidence: Any = None
     # Values derived from the run's trace alone, computed by the first grader that needs them
     # and shared by the run's other graders (``grade_trace`` gives a run's graders one dict).
     run_memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -103,13 +109,16 @@ class Registry:
 
     def grader(self, id: str, *, name: str, description: str, unit: str, direction: str, family: str,
                threshold: float | None = None, min: float | None = None, max: float | None = None,
-               revision: int = 1) -> Callable[[F], F]:
-        """Register the decorated ``fn(trace, ctx)`` as a registered ("builtin" source) grader."""
+               revision: int = 1, source: Source = "builtin") -> Callable[[F], F]:
+        """Register the decorated ``fn(trace, ctx)`` as a grader of ``source`` (one of
+        ``REGISTERED_SOURCES``: ``builtin``, or ``fleetgrade`` for graders no plan holds)."""
+        if source not in REGISTERED_SOURCES:
+            raise PluginError(f"grader {id}: a registered grader's source is one of {', '.join(REGISTERED_SOURCES)}")
 
         def register(fn: F) -> F:
             self.register("grader", id, GraderSpec(
                 id=id, name=name, description=description, unit=unit, direction=direction,
-                threshold=threshold, min=min, max=max, revision=revision, source="builtin",
+                threshold=threshold, min=min, max=max, revision=revision, source=source,
                 family=family, fn=fn))
             return fn
 
@@ -224,6 +233,12 @@ def get(grader_id: str) -> GraderSpec | None:
 def all_specs(family: str | None = None) -> list[GraderSpec]:
     """Registered graders in registration order (built-ins first, in gh-aw registry order)."""
     return REGISTRY.specs(family)
+
+
+def plan_specs() -> list[GraderSpec]:
+    """The registered graders a plan holds, in registration order: all but the ``fleetgrade``
+    source, which is graded beside every plan and never in one (manifests stay gh-aw's)."""
+    return [s for s in REGISTRY.specs() if s.source != BESIDE_PLAN_SOURCE]
 
 
 def grader_ids(family: str | None = None) -> tuple[str, ...]:

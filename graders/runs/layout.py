@@ -20,6 +20,9 @@ ARTIFACT_NAMES: Final = frozenset(
         "agent-artifacts", "firewall-audit-logs", "agent-session.jsonl",
     }
 )
+# Where a run's grader files live: the agent artifact, a flattened download, the usage mirror
+# (read by the operational-value family and the observed evidence reader).
+GRADER_ARCHIVE_DIRS: Final = ("agent/graders", "graders", "usage/graders")
 # An older agent artifact keeps the job's absolute prefix: ``tmp/gh-aw/`` is an artifact root.
 TMP_PREFIX: Final = ("tmp", "gh-aw")
 RUN_DIR = re.compile(r"^run-([0-9A-Za-z._-]+)$")

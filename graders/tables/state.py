@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 import orjson
 
+from graders.families.observed import observed_plan
 from graders.families.trace_rules.config import TraceConfig
 from graders.grading.plan import GradingPlan, PlanSet
 from graders.tables.rows import implementation_digest
@@ -52,8 +53,11 @@ def grading_digest(plan: GradingPlan, trace_config: TraceConfig, archived_evalua
 
     A run's own archived evaluator is part of its input listing, not of this digest.
     """
+    observed = observed_plan()
     doc = {
         "archived_evaluators": archived_evaluators,
+        # The observed family is graded on every run beside the plan (graders/families/observed.py).
+        "observed": [observed.manifest(), [implementation_digest(e) for e in observed.entries]],
         "manifest": plan.manifest(),
         "implementations": [implementation_digest(e) for e in plan.entries],
         "trace_rules": _config_json(trace_config),

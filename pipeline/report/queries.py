@@ -55,6 +55,7 @@ class ReportData:
     versions: list[Row] = field(default_factory=list)
     configs: list[Row] = field(default_factory=list)
     implementations: list[Row] = field(default_factory=list)
+    drift: list[Row] = field(default_factory=list)  # grader_drift rows per grader (graders/tables/drift.py)
 
 
 def rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[Row]:
@@ -84,6 +85,10 @@ def collect(output: str, sel: Selection) -> ReportData:
         data.reliability, data.reliability_total = reliability(con)
     if "trace_verdicts" in tables:
         trace(con, data)
+    if "grader_drift" in tables:
+        data.drift = rows(con, """
+            SELECT grader_id, count(*) AS n, count(DISTINCT (workflow, run_id, attempt)) AS runs
+            FROM v_grader_drift GROUP BY ALL ORDER BY n DESC, grader_id""")
     if "dead_letter" in tables:
         data.dead_letters = rows(con, """
             SELECT error_class, stage, count(*) AS n, count(DISTINCT workflow) AS workflows,
@@ -173,7 +178,7 @@ def histograms(con: duckdb.DuckDBPyConnection) -> list[Row]:
             QUALIFY row_number() OVER (PARTITION BY grader_id ORDER BY c DESC, threshold) = 1),
         meta AS (
             SELECT grader_id, min(grader_index) AS idx, min(name) AS name, min(unit) AS unit,
-                   min(direction) AS direction, any_value(thr.common) AS threshold,
+                   min(direction) AS direction, min(source) AS source, any_value(thr.common) AS threshold,
                    count(DISTINCT g.threshold) AS thresholds, count_if(passed) AS passed, count_if({GATED}) AS gated,
                    count(*) AS results
             FROM v_grader_results g LEFT JOIN thr USING (grader_id) GROUP BY grader_id),

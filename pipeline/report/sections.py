@@ -9,6 +9,8 @@ from pipeline.report.html import data_attrs, esc, no_data, run_ref, section, tab
 from pipeline.report.queries import MAX_K, TRACE_LIST, WORST_RUNS, ReportData
 
 NO_VALUES = '<p class="nodata">No finite values (errors or unavailable).</p>'
+# A grade's layer (docs/observed-graders.md): gh-aw's reference graders, or fleetgrade's observed ones.
+REFERENCE, OBSERVED = "reference", "observed"
 
 
 def pass_rate(data: ReportData) -> str:
@@ -41,9 +43,10 @@ def graders(data: ReportData) -> str:
         direction = (h["direction"] or "").replace("_", " ")
         multi = (f' · <b>{h["thresholds"]} thresholds in the data</b>, the most common is marked'
                  if h["thresholds"] > 1 else "")
+        layer = OBSERVED if h.get("source") == "fleetgrade" else REFERENCE
         cards.append(
-            f'<div class="card" {data_attrs(metric="grader", grader=h["grader_id"], values=h["n"] or 0)}>'
-            f'<h3>{esc(h["name"])} <span class="muted"><code>{esc(h["grader_id"])}</code></span></h3>'
+            f'<div class="card" {data_attrs(metric="grader", grader=h["grader_id"], values=h["n"] or 0, layer=layer)}>'
+            f'<h3>{esc(h["name"])} <span class="muted"><code>{esc(h["grader_id"])}</code> · {layer}</span></h3>'
             f'<div class="meta">{h["n"] or 0:,} values · {esc(h["unit"] or "no unit")} · {esc(direction)} · {gate}{multi}</div>'
             f"{svg.histogram(h) if h['counts'] else NO_VALUES}</div>")
     legend = (f'<div class="legend"><span><i style="background:{svg.PASS}"></i>passing side of the threshold</span>'
@@ -51,7 +54,9 @@ def graders(data: ReportData) -> str:
               f'<span><i style="background:{svg.NEUTRAL}"></i>no threshold</span></div>')
     return section("graders", title, legend + f'<div class="grid">{"".join(cards)}</div>',
                    "Finite values only (null = unavailable or error). Counts get one bar per value; "
-                   "other graders 20 equal bins over the observed range and the threshold.")
+                   "other graders 20 equal bins over the observed range and the threshold. "
+                   "<i>reference</i>: gh-aw's graders, bit-exact; <i>observed</i>: fleetgrade's own, from "
+                   "what the run carries (conclusion, MCP responses, safe-output errors, cached tokens).")
 
 
 def worst_runs(data: ReportData) -> str:
@@ -152,6 +157,12 @@ def provenance(data: ReportData) -> str:
             (f'<tr {data_attrs(metric="config-digest", value=c["config_digest"], n=c["n"])}>'
              f'<td class="digest">{esc(c["config_digest"])}</td>{td(c["n"], "num")}{td(c["workflows"], "num")}'
              f'{td(c["first"])}{td(c["last"])}</tr>' for c in data.configs))
+    if "grader_drift" in data.tables:
+        body += "<h3>Archived grades that fleetgrade does not repeat (grader_drift)</h3>" + (table(
+            ["grader", ("rows", "num"), ("runs", "num")],
+            (f'<tr {data_attrs(metric="grader-drift", grader=d["grader_id"], value=d["n"])}>'
+             f'<td><code>{esc(d["grader_id"])}</code></td>{td(d["n"], "num")}{td(d["runs"], "num")}</tr>'
+             for d in data.drift)) if data.drift else '<p class="nodata">No drift in the selection.</p>')
     if data.implementations:
         body += "<h3>Grader implementations</h3>" + table(
             ["grader", "implementation", "digest", ("results", "num")],

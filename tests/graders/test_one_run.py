@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graders.one_run as one_run
+from graders.families.observed import OBSERVED, observed_plan
 from graders.families.trace_rules.config import default_config
 from graders.grading.plan import PlanSet, default_plan
 from graders.one_run import RunGrader
@@ -31,13 +32,18 @@ def test_a_graded_run_has_every_family_s_rows_a_whole_runs_row_and_its_verdict(p
     grades = RunGrader(PLANS, default_config()).grade(prep)
     plan = PLANS.default
     assert [r["id"] for r in grades.results] == [e.id for e in plan.enabled]  # manifest order
-    assert sorted(r["grader_id"] for r in grades.grader_results) == sorted(e.id for e in plan.enabled)
+    # The observed graders are graded beside the plan: rows after the plan's, counted in the runs row.
+    observed = observed_plan().enabled
+    assert sorted(r["grader_id"] for r in grades.grader_results) == sorted(e.id for e in (*plan.enabled, *observed))
+    assert [r["grader_index"] for r in grades.grader_results if r["source"] == "fleetgrade"] == [
+        len(plan.enabled) + i for i in range(len(observed))]
     assert grades.run is not None and grades.dead_letter is None
-    assert {k: grades.run[k] for k in status_counts([])} == status_counts(grades.results)
-    assert grades.run["graders"] == len(plan.enabled) > 0
+    assert {k: grades.run[k] for k in status_counts([])} == status_counts([*grades.results, *grades.by_family[OBSERVED]])
+    assert grades.run["graders"] == len(plan.enabled) + len(observed) > len(observed)
     assert (grades.run["run_id"], grades.run["root"]) == (prep.meta.run_id, prep.meta.root)
     assert grades.trace_verdict is not None and grades.trace_verdict["run_id"] == prep.meta.run_id
-    assert sum(len(v) for v in grades.by_family.values()) == len(grades.results)
+    assert sum(len(v) for f, v in grades.by_family.items() if f != OBSERVED) == len(grades.results)
+    assert grades.grader_drift == []  # the demo run carries no archived grader_results.json
 
 
 def test_without_trace_rules_there_is_no_verdict(prep):
@@ -75,7 +81,7 @@ def test_a_failure_loses_only_its_own_rows_and_makes_one_dead_letter(prep, faili
     expected = min((type(messages[f]).__name__, one_run.failure_text(messages[f])[1]) for f in failing)
     assert (dead["error_class"], dead["message"]) == expected
     families = {r["family"] for r in grades.grader_results}
-    assert not families & failing and set(grades.by_family) == {"builtin", "trajectory"} - failing
+    assert not families & failing and set(grades.by_family) == {"builtin", "trajectory", OBSERVED} - failing
     assert (grades.trace_verdict is None) == ("trace-rules" in failing)
 
 

@@ -107,6 +107,15 @@ def test_the_installed_registry_has_every_family() -> None:
         "execution-step-count", "execution-duration", "working-set-rebuild-factor", "context-growth",
         "artifact-production")
     assert len(registry.grader_ids("trajectory")) == 22
-    assert registry.grader_ids() == (*registry.grader_ids("builtin"), *registry.grader_ids("trajectory"))
-    assert registry.sandboxed_families() == ("inline", "operational-value")
+    assert registry.grader_ids("observed") == (
+        "run-conclusion", "mcp-tool-error-count", "mcp-tool-success-rate", "safe-output-error-count",
+        "context-growth-cached", "working-set-rebuild-factor-cached")
+    assert sorted(registry.grader_ids()) == sorted((*registry.grader_ids("builtin"), *registry.grader_ids("trajectory"),
+                                                    *registry.grader_ids("observed")))
+    # A plan holds all but the observed family (source fleetgrade), which is graded beside it; where
+    # the observed graders register (first when a module imports them directly) does not matter.
+    assert [s.id for s in registry.plan_specs()] == [*registry.grader_ids("builtin"), *registry.grader_ids("trajectory")]
+    assert {s.source for s in registry.all_specs("observed")} == {"fleetgrade"}
+    # Registration order follows import order (graders.prepare imports the operational-value executor).
+    assert sorted(registry.sandboxed_families()) == ["inline", "operational-value"]
     assert registry.make_executor("builtin") is None

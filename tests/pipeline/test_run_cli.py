@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from graders.families.observed import observed_plan
 from graders.grading.plan import default_plan
 from pipeline.cli import main
 from pipeline.tables import connect, dataset
@@ -85,8 +86,9 @@ def test_tables_read_back_with_pyarrow_and_duckdb(demo_output):
     assert runs[0] == runs[1] == len(graded_folders())
     per_run = connect(str(demo_output)).execute(
         "SELECT workflow, count(*) FROM grader_results GROUP BY workflow, run_id, attempt").fetchall()
-    # Every grader on every graded run, plus daily-file-diet's archived operational-value evaluator.
-    n = len(default_plan().enabled)
+    # Every grader on every graded run, plus daily-file-diet's archived operational-value evaluator,
+    # plus the observed graders graded beside the plan (docs/observed-graders.md).
+    n = len(default_plan().enabled) + len(observed_plan().enabled)
     assert {(w, c) for w, c in per_run} == {("ci-doctor", n), ("issue-triage", n), ("daily-file-diet", n + 1)}
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from graders.families.observed import observed_plan
 from graders.grading.config import load_graders
 from pipeline.cli import main
 from pipeline.tables import connect
@@ -28,9 +29,13 @@ def test_configured_workflow_gets_exactly_its_graders(output):
     con = connect(str(output))
     rows = con.execute(
         "SELECT DISTINCT grader_id, grader_index, source, implementation_digest, config_digest FROM grader_results "
-        "WHERE workflow = 'issue-triage' ORDER BY grader_index").fetchall()
+        "WHERE workflow = 'issue-triage' AND source <> 'fleetgrade' ORDER BY grader_index").fetchall()
     plan = load_graders(WORKFLOW_MD)
     assert [r[0] for r in rows] == [e.id for e in plan.enabled]
+    # The observed graders come after the plan's, whatever the plan (docs/observed-graders.md).
+    observed = con.execute("SELECT DISTINCT grader_id, grader_index FROM grader_results WHERE workflow = 'issue-triage' "
+                           "AND source = 'fleetgrade' ORDER BY grader_index").fetchall()
+    assert observed == [(e.id, len(plan.enabled) + i) for i, e in enumerate(observed_plan().enabled)]
     assert "loops" not in [r[0] for r in rows]  # `enabled: false`
     assert {r[4] for r in rows} == {plan.digest()}
     inline = {r[0]: (r[2], r[3]) for r in rows if r[2] == "inline"}
@@ -38,7 +43,8 @@ def test_configured_workflow_gets_exactly_its_graders(output):
     assert inline["bash-calls"] == ("inline", hashlib.sha256(script.strip().encode()).hexdigest())
     assert set(inline) == {"bash-calls", "label-rate"}
     # Other workflows keep the default plan.
-    other = con.execute("SELECT count(DISTINCT grader_id) FROM grader_results WHERE workflow = 'ci-doctor'").fetchone()
+    other = con.execute("SELECT count(DISTINCT grader_id) FROM grader_results WHERE workflow = 'ci-doctor' "
+                        "AND source <> 'fleetgrade'").fetchone()
     assert other[0] == 32
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import apache_beam as beam
 from apache_beam.testing.util import assert_that, equal_to, is_not_empty
 
+from graders.families.observed import observed_plan
 from graders.families.trace_rules.config import default_config
 from graders.grading.plan import PlanSet, default_plan
 from tests.helpers.beam import local_test_pipeline
@@ -44,7 +45,7 @@ def test_discover_groups_files_by_run(tmp_path):
 def test_prepare_and_grade(tmp_path):
     make_fleet(tmp_path)
     plans = PlanSet(default_plan())
-    N = len(default_plan().enabled)
+    N = len(default_plan().enabled) + len(observed_plan().enabled)  # the observed graders count too
     with local_test_pipeline() as p:
         prepared = (
             p | DiscoverRuns(str(tmp_path))

@@ -20,6 +20,7 @@ from typing import Any, Final
 from graders.families.opvalue.errors import OperationalValueError
 from graders.grading.config import valid_run_path
 from graders.jsrt.jsonio import JsonError, parse_json
+from graders.runs.layout import GRADER_ARCHIVE_DIRS
 from graders.runs.runfiles import RunFiles
 
 MAX_EVALUATOR_BYTES: Final = 64 * 1024
@@ -28,8 +29,7 @@ SYNTAX_CHECK_TIMEOUT_S: Final = 5.0
 EVALUATOR_FILENAME: Final = "operational_value_evaluator.sh"
 MANIFEST_FILENAME: Final = "grader_manifest.json"
 RESULTS_FILENAME: Final = "grader_results.json"
-# Where a run's grader files live: the agent artifact, a flattened download, the usage mirror.
-ARCHIVE_DIRS: Final = ("agent/graders", "graders", "usage/graders")
+ARCHIVE_DIRS: Final = GRADER_ARCHIVE_DIRS  # graders/runs/layout.py
 MAX_ARCHIVE_JSON_BYTES: Final = 50 * 1024 * 1024
 
 

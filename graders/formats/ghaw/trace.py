@@ -3,8 +3,10 @@
 * Steps are ``trace["toolCalls"]`` in order; the name is ``name`` or else ``tool``; a step
   failed by the same rule as the ``tool_success_rate`` grader (``graders.formats.ghaw.toolcalls.is_tool_failure``).
 * Delivered: a gh-aw run has no task-level verdict in its trace, so a run is delivered unless
-  its agent output reports errors (``agentOutput.errors`` is a non-empty list). Failed tool
-  calls alone do not undeliver a run; they feed ``retry_storm`` instead.
+  its agent output reports errors (``agentOutput.errors`` is a non-empty list), or its observed
+  conclusion (graders/formats/evidence.py: run_summary.json, the unified session, the agent's
+  exit status…) is ``failure``. A known success never overrides agent-output errors. Failed
+  tool calls alone do not undeliver a run; they feed ``retry_storm`` instead.
 * Task (:func:`task_key`): reruns of one workflow on the same issue or pull request are one
   task, ``"<workflow>#<number>"``; without such a number the workflow name is the task.
 """
@@ -42,7 +44,8 @@ def delivered(trace: dict[str, Any]) -> bool:
     return not (isinstance(errors, list) and errors)
 
 
-def run_from_ghaw_trace(trace: dict[str, Any], task: str, run_id: str) -> Run:
+def run_from_ghaw_trace(trace: dict[str, Any], task: str, run_id: str, conclusion: str | None = None) -> Run:
+    """The trace-rule run of a gh-aw trace; ``conclusion`` is the observed one (None: unknown)."""
     calls = trace.get("toolCalls")
     steps: list[Step] = []
     append = steps.append
@@ -55,7 +58,7 @@ def run_from_ghaw_trace(trace: dict[str, Any], task: str, run_id: str) -> Run:
         append(Step(i, name if isinstance(name, str) else str(name), args if isinstance(args, dict) else {},
                     _error_text(c) if "error" in c else "",  # most calls carry none
                     not is_tool_failure(call)))
-    return Run(task=task, run_id=run_id, ok=delivered(trace), steps=steps)
+    return Run(task=task, run_id=run_id, ok=conclusion != "failure" and delivered(trace), steps=steps)
 
 
 def _dig(obj: Any, path: tuple[str, ...]) -> Any:

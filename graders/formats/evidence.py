@@ -1,0 +1,572 @@
+"""What a real run carries that the reference graders never read: the observed layer's input.
+
+One :func:`read_evidence` per run turns its files into a small, frozen :class:`RunEvidence`:
+
+* the run's conclusion, from every source that states one (``run_summary.json`` written by
+  `gh aw logs`, ``aw_info.json`` ``workflow_run_conclusion``, the unified session's
+  ``session.result`` / ``agent.execution`` records, the exit status in ``agent-stdio.log``);
+* the MCP gateway's calls, each request paired with its response (``mcp-logs/rpc-messages.jsonl``);
+* the safe-output operations that reported an error;
+* the agent's token-usage records with their cache counts and ``purpose``;
+* gh-aw's own archived ``grader_results.json``, to compare with fleetgrade's recomputation.
+
+Formats are described in docs/formats.md (§1.4) and the graders in docs/observed-graders.md.
+Files are read through ``RunFiles`` only, by artifact-root path (graders/runs/download_layout.py maps
+a `gh aw logs` download back to those paths). Hostile input: an unreadable or malformed line is
+skipped and counted in ``RunEvidence.malformed``, never raised; a file that cannot be decoded at
+all is a warning of the evidence. The run's reading budget (size, bytes, time) still applies.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from graders.jsrt.jsonio import MAX_LINE_LENGTH, JsonError, parse_json
+from graders.runs.download_layout import SANDBOX_TOKEN_USAGE, USAGE_TOKEN_USAGE
+from graders.runs.layout import GRADER_ARCHIVE_DIRS
+from graders.runs.runfiles import RunFiles
+
+Outcome = Literal["success", "failure"]
+CallOutcome = Literal["ok", "error", "unanswered"]
+
+# Paths, relative to the artifact root (docs/formats.md §1.2, §1.4).
+RUN_SUMMARY: Final = "run_summary.json"  # written by `gh aw logs` itself
+AGENT_STDIO: Final = "agent-stdio.log"
+# The unified session: the conclusion job's merged projection first, then the agent's own copy.
+SESSION_FILES: Final = ("usage/aw_session.jsonl", "agent-session.jsonl")
+RPC_MESSAGES: Final = "mcp-logs/rpc-messages.jsonl"
+# `gh aw logs` flattens the safe-outputs-items artifact into the run root; `gh run download` does not.
+SAFE_OUTPUT_ERRORS: Final = ("safe-output-errors.json", "safe-outputs-items/safe-output-errors.json")
+# The agent's token usage: docs/reference/graders.md §5's sandbox candidates in its order, the usage artifact's
+# copy when it kept its own name, and the flat legacy layout (docs/formats.md §1.3, layout B).
+TOKEN_USAGE_FILES: Final = (*SANDBOX_TOKEN_USAGE, USAGE_TOKEN_USAGE, "token-usage.jsonl")
+GRADER_RESULTS: Final = tuple(f"{d}/grader_results.json" for d in GRADER_ARCHIVE_DIRS)
+SAFE_OUTPUT_SERVERS: Final = frozenset({"safeoutputs", "safe_outputs", "safe-outputs"})
+
+TEXT_CHARS: Final = 200  # error texts kept in the evidence (and shown in grader details)
+# The newer gateway's event names for the same records (gh-aw RPC_EVENT_TO_TYPE).
+_EVENT_TYPES: Final = {"rpc_request": "REQUEST", "rpc_response": "RESPONSE", "difc_filtered": "DIFC_FILTERED"}
+# GitHub's workflow-run conclusions; the others (neutral, skipped, stale, action_required, "") say nothing.
+_GITHUB_SUCCESS: Final = frozenset({"success"})
+_GITHUB_FAILURE: Final = frozenset({"failure", "cancelled", "timed_out", "startup_failure"})
+_SESSION_FAILURE: Final = frozenset({"failure", "failed", "cancelled", "canceled", "timeout", "timed_out",
+                                     "aborted", "interrupted"})
+_EXIT_LINE: Final = re.compile(rb"(?:Process exiting with code|Command completed with exit code):\s*(-?\d{1,9})\b")
+
+
+@dataclass(frozen=True)
+class ConclusionSource:
+    """One source's statement of how the run ended."""
+
+    source: str  # run_summary.json | aw_info.json | session.result | agent.execution | agent-stdio.log
+    path: str
+    value: str  # as written: "failure", "exit code 1", …
+    outcome: Outcome | None  # None: the source says nothing decisive (neutral, skipped, …)
+
+
+@dataclass(frozen=True)
+class McpCall:
+    """One gateway request and its response (``response_line`` None: never answered)."""
+
+    server: str
+    method: str
+    tool: str  # params.name of a tools/call
+    request_line: int
+    response_line: int | None
+    outcome: CallOutcome
+    error: str = ""  # why it is an error, shortened
+
+
+@dataclass(frozen=True)
+class SafeOutputError:
+    type: str  # the safe-output type (create_pull_request, …) when known
+    message: str
+    source: str  # the file it was read from
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    input: int
+    output: int
+    cache_read: int
+    cache_write: int
+    purpose: str
+    model: str
+
+
+@dataclass(frozen=True)
+class ArchivedResult:
+    """One result of gh-aw's own ``grader_results.json``, as archived with the run."""
+
+    id: str
+    value: float | None
+    status: str | None
+    message: str | None
+
+
+@dataclass(frozen=True)
+class RunEvidence:
+    conclusions: tuple[ConclusionSource, ...] = ()
+    mcp_file: str | None = None
+    mcp_calls: tuple[McpCall, ...] = ()
+    mcp_orphan_responses: tuple[int, ...] = ()  # lines of responses no request could be paired with
+    mcp_filtered: int = 0  # DIFC_FILTERED records
+    safe_output_errors: tuple[SafeOutputError, ...] = ()
+    # The files the safe-output errors were looked for in (none: nothing to say either way).
+    safe_output_sources: tuple[str, ...] = ()
+    token_file: str | None = None
+    token_records: tuple[TokenRecord, ...] = ()
+    archived_file: str | None = None
+    archived_results: tuple[ArchivedResult, ...] | None = None
+    # (path, lines skipped) for every file that had unreadable lines or records.
+    malformed: tuple[tuple[str, int], ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def conclusion(self) -> Outcome | None:
+        """``failure`` when any source says the run failed, else ``success`` when one says it
+        succeeded, else None: a run counts as delivered only when no evidence says otherwise."""
+        outcomes = {c.outcome for c in self.conclusions}
+        if "failure" in outcomes:
+            return "failure"
+        return "success" if "success" in outcomes else None
+
+    @property
+    def conclusion_source(self) -> ConclusionSource | None:
+        """The first source (in reading order: run_summary.json, aw_info.json, session, stdio)
+        that states the deciding outcome."""
+        decided = self.conclusion
+        return next((c for c in self.conclusions if decided is not None and c.outcome == decided), None)
+
+    @property
+    def tool_calls(self) -> tuple[McpCall, ...]:
+        """The gateway's ``tools/call`` requests (the MCP tool calls proper)."""
+        return tuple(c for c in self.mcp_calls if c.method == "tools/call")
+
+
+@dataclass
+class _Reading:
+    """Counts of what a read skipped, per file, while one run's evidence is read."""
+
+    malformed: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _short(text: Any) -> str:
+    s = text if isinstance(text, str) else str(text)
+    return s if len(s) <= TEXT_CHARS else s[: TEXT_CHARS - 1] + "…"
+
+
+def _lines(files: RunFiles, rel: str, reading: _Reading) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) of a JSONL file; a line that is no JSON object is counted, not raised."""
+    for lineno, raw in enumerate(files.iter_lines(rel), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if len(line) > MAX_LINE_LENGTH:
+            reading.malformed[rel] += 1
+            continue
+        try:
+            record = parse_json(line)
+        except (JsonError, UnicodeDecodeError, RecursionError):
+            record = None
+        if isinstance(record, dict):
+            yield lineno, record
+        else:
+            reading.malformed[rel] += 1
+
+
+def _document(files: RunFiles, rel: str, reading: _Reading) -> Any:
+    """A whole-file JSON document, or None (counted) when it is not JSON."""
+    try:
+        return parse_json(files.read(rel))
+    except (JsonError, UnicodeDecodeError, RecursionError):
+        reading.malformed[rel] += 1
+        return None
+
+
+def _int(value: Any) -> int:
+    """A token count: a non-negative integer (floats that are integers too), else 0."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, float) and value.is_integer() and 0 <= value < 2**63:
+        return int(value)
+    return 0
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+# --- conclusion -------------------------------------------------------------------------------
+
+
+def _github_outcome(value: Any) -> Outcome | None:
+    v = _text(value).strip().lower()
+    if v in _GITHUB_SUCCESS:
+        return "success"
+    return "failure" if v in _GITHUB_FAILURE else None
+
+
+def _status_outcome(value: Any) -> Outcome | None:
+    v = _text(value).strip().lower()
+    if v in ("success", "succeeded", "completed", "ok"):
+        return "success"
+    return "failure" if v.startswith("error") or v in _SESSION_FAILURE else None
+
+
+def _exit_outcome(code: int) -> Outcome:
+    return "success" if code == 0 else "failure"
+
+
+def _run_summary(files: RunFiles, reading: _Reading) -> list[ConclusionSource]:
+    if not files.exists(RUN_SUMMARY):
+        return []
+    doc = _document(files, RUN_SUMMARY, reading)
+    run = doc.get("run") if isinstance(doc, dict) else None
+    value = run.get("conclusion") if isinstance(run, dict) else None
+    if value is None and isinstance(doc, dict):
+        value = doc.get("conclusion")
+    if not isinstance(value, str) or not value:
+        return []
+    return [ConclusionSource("run_summary.json", RUN_SUMMARY, value, _github_outcome(value))]
+
+
+def _aw_info(aw_info: Mapping[str, Any] | None) -> list[ConclusionSource]:
+    value = aw_info.get("workflow_run_conclusion") if aw_info else None
+    if not isinstance(value, str) or not value:
+        return []
+    return [ConclusionSource("aw_info.json", "aw_info.json", value, _github_outcome(value))]
+
+
+def _run_level(record: dict[str, Any]) -> bool:
+    """A record about the run itself: not a subagent's (``agentId``), not the detection phase."""
+    if record.get("agentId"):
+        return False
+    prov = record.get("provenance")
+    return not (isinstance(prov, dict) and prov.get("phase") == "detection")
+
+
+def _session(files: RunFiles, reading: _Reading,
+             ) -> tuple[list[ConclusionSource], str | None, list[dict[str, Any]]]:
+    """The run's last ``session.result`` status and ``agent.execution`` exit code, from the first
+    session file that has each (the merged projection repeats the agent's records); and the
+    ``safe_output.error`` records of the first session file that has any (and that file's name:
+    None when the run has no session file)."""
+    first: str | None = None
+    result: ConclusionSource | None = None
+    execution: ConclusionSource | None = None
+    safe_errors: list[dict[str, Any]] = []
+    for rel in SESSION_FILES:
+        if not files.exists(rel):
+            continue
+        first = first or rel
+        found_result: ConclusionSource | None = None
+        found_execution: ConclusionSource | None = None
+        found_errors: list[dict[str, Any]] = []
+        for _, rec in _lines(files, rel, reading):
+            kind = rec.get("type")
+            data = rec.get("data")
+            if not isinstance(data, dict):
+                continue
+            if kind == "safe_output.error":
+                found_errors.append(data)
+            if not _run_level(rec):
+                continue
+            if kind == "session.result" and isinstance(data.get("status"), str) and data["status"]:
+                status = data["status"]
+                found_result = ConclusionSource("session.result", rel, status, _status_outcome(status))
+            elif kind == "agent.execution":
+                code = data.get("exitCode")
+                if isinstance(code, int) and not isinstance(code, bool):
+                    found_execution = ConclusionSource("agent.execution", rel, f"exit code {code}", _exit_outcome(code))
+        result = result or found_result
+        execution = execution or found_execution
+        if found_errors and not safe_errors:
+            safe_errors, first = found_errors, rel
+    return [c for c in (result, execution) if c is not None], first, safe_errors
+
+
+def _agent_stdio(files: RunFiles) -> list[ConclusionSource]:
+    """The last exit status the agent's container (AWF) or CLI printed."""
+    if not files.exists(AGENT_STDIO):
+        return []
+    code: int | None = None
+    for raw in files.iter_lines(AGENT_STDIO):
+        if b"exit" not in raw:  # most lines: skip the regular expression
+            continue
+        for m in _EXIT_LINE.finditer(raw):
+            code = int(m.group(1))
+    if code is None:
+        return []
+    return [ConclusionSource("agent-stdio.log", AGENT_STDIO, f"exit code {code}", _exit_outcome(code))]
+
+
+# --- MCP gateway ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Request:
+    line: int
+    method: str
+    tool: str
+    rpc_id: Any
+
+
+def _record_kind(rec: dict[str, Any]) -> str:
+    kind = rec.get("type")
+    if isinstance(kind, str) and kind:
+        return kind.upper()
+    event = rec.get("event")
+    if isinstance(event, str) and event.lower() in _EVENT_TYPES:
+        return _EVENT_TYPES[event.lower()]
+    payload = rec.get("payload")
+    direction = _text(rec.get("direction")).upper()
+    if isinstance(payload, dict):
+        if direction == "OUT" and "method" in payload:
+            return "REQUEST"
+        if direction == "IN" and ("result" in payload or "error" in payload):
+            return "RESPONSE"
+    return ""
+
+
+def _rpc_id(payload: dict[str, Any]) -> Any:
+    rid = payload.get("id")
+    return rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
+
+
+def _response_shape(payload: dict[str, Any]) -> str | None:
+    """The method a response answers, guessed from its result (responses carry no method)."""
+    result = payload.get("result")
+    if not isinstance(result, dict):
+        return None
+    if "tools" in result:
+        return "tools/list"
+    if "protocolVersion" in result or "serverInfo" in result:
+        return "initialize"
+    if "content" in result or "isError" in result:
+        return "tools/call"
+    return None
+
+
+def _content_text(result: dict[str, Any]) -> str:
+    content = result.get("content")
+    parts = [c.get("text") for c in content if isinstance(c, dict)] if isinstance(content, list) else []
+    return " ".join(p for p in parts if isinstance(p, str))
+
+
+def _reported_error(text: str) -> str | None:
+    """The safe-output convention: a tool answer whose text is ``{"result":"error", …}``."""
+    if '"result"' not in text:
+        return None
+    try:
+        doc = parse_json(text.strip())
+    except (JsonError, RecursionError):
+        return None
+    if isinstance(doc, dict) and doc.get("result") == "error":
+        detail = doc.get("error") or doc.get("message") or "result: error"
+        return _short(detail if isinstance(detail, str) else str(detail))
+    return None
+
+
+def response_error(rec: dict[str, Any]) -> str | None:
+    """Why a RESPONSE record is an error (None when it is not): a transport failure the gateway
+    recorded, a JSON-RPC ``error``, a tool result with ``isError``, or ``{"result":"error"}``."""
+    if rec.get("error"):
+        return _short(f"transport: {rec['error']}")
+    payload = rec.get("payload")
+    if not isinstance(payload, dict):
+        return None
+    err = payload.get("error")
+    if err is not None:
+        if isinstance(err, dict):
+            return _short(f"JSON-RPC error {err.get('code', '')}: {err.get('message', '')}".strip())
+        return _short(f"JSON-RPC error: {err}")
+    result = payload.get("result")
+    if not isinstance(result, dict):
+        return None
+    text = _content_text(result)
+    if result.get("isError") is True:
+        return _short(text or "isError")
+    return _reported_error(text)
+
+
+def pair_rpc_records(records: list[tuple[int, dict[str, Any]]]) -> tuple[list[McpCall], list[int], int]:
+    """Requests paired with responses, per ``server_id``: (calls in request order, orphan
+    response lines, DIFC-filtered count).
+
+    A response is paired with the oldest unanswered request of its server that it can answer:
+    one with the same JSON-RPC id when both carry one, else (requests in the wild carry no id,
+    and response ids repeat) the oldest whose method fits the response's shape (``tools`` →
+    tools/list, ``content``/``isError`` → tools/call, ``protocolVersion`` → initialize; any
+    method for an error without a result). Nothing is invented: a response no request can take
+    is an orphan, a request never answered is ``unanswered``.
+    """
+    pending: dict[str, list[_Request]] = {}
+    answered: dict[int, tuple[int, str | None]] = {}  # request line -> (response line, error)
+    requests: list[tuple[str, _Request]] = []
+    orphans: list[int] = []
+    filtered = 0
+    for line, rec in records:
+        kind = _record_kind(rec)
+        server = _text(rec.get("server_id") or rec.get("serverId"))
+        payload = rec.get("payload")
+        payload = payload if isinstance(payload, dict) else {}
+        if kind == "REQUEST":
+            method = _text(rec.get("method") or payload.get("method"))
+            params = payload.get("params")
+            tool = _text(params.get("name")) if isinstance(params, dict) else ""
+            req = _Request(line, method, tool, _rpc_id(payload))
+            requests.append((server, req))
+            pending.setdefault(server, []).append(req)
+        elif kind == "RESPONSE":
+            queue = pending.get(server, [])
+            rid, shape = _rpc_id(payload), _response_shape(payload)
+            match = next((r for r in queue if rid is not None and r.rpc_id == rid), None)
+            if match is None:
+                match = next((r for r in queue if (r.rpc_id is None or rid is None)
+                              and (shape is None or not r.method or r.method == shape)), None)
+            if match is None:
+                orphans.append(line)
+                continue
+            queue.remove(match)
+            answered[match.line] = (line, response_error(rec))
+        elif kind == "DIFC_FILTERED":
+            filtered += 1
+    calls = []
+    for server, req in requests:
+        if req.line not in answered:
+            calls.append(McpCall(server, req.method, req.tool, req.line, None, "unanswered",
+                                 "no response recorded (transport failure or run ended)"))
+            continue
+        resp_line, error = answered[req.line]
+        calls.append(McpCall(server, req.method, req.tool, req.line, resp_line,
+                             "error" if error is not None else "ok", error or ""))
+    return calls, orphans, filtered
+
+
+# --- safe outputs, token usage, archived grades ----------------------------------------------
+
+
+def _failures_of(report: Any, source: str) -> list[SafeOutputError]:
+    """A ``safe-output-errors.json`` report (gh-aw ``writeSafeOutputErrorReport``:
+    ``{status, errorCode?, message?, failures[{type?, errorCode?, error?}]}``): one error per
+    failure, or one for the report when it lists none."""
+    if not isinstance(report, dict):
+        return []
+    failures = report.get("failures")
+    if not isinstance(failures, list):
+        failures = report.get("errors")  # older writers: {errors: [...]}
+    out = [SafeOutputError(_text(f.get("type")), _short(_text(f.get("error") or f.get("message")
+                                                               or f.get("errorCode"))), source)
+           for f in failures if isinstance(f, dict)] if isinstance(failures, list) else []
+    if not out and _text(report.get("status")).lower() not in ("", "success"):
+        out.append(SafeOutputError("", _short(_text(report.get("message") or report.get("errorCode"))), source))
+    return out
+
+
+def _safe_output_errors(files: RunFiles, calls: list[McpCall], session: str | None,
+                        session_errors: list[dict[str, Any]], reading: _Reading,
+                        ) -> tuple[list[SafeOutputError], list[str]]:
+    """Errors the agent's safe-output calls got back from the safeoutputs MCP server, plus the
+    failures of the Process Safe Outputs step (``safe-output-errors.json``, or its projection
+    in the unified session when the file itself is not in the run)."""
+    out = [SafeOutputError(c.tool, c.error, RPC_MESSAGES) for c in calls
+           if c.method == "tools/call" and c.outcome == "error" and c.server.lower() in SAFE_OUTPUT_SERVERS]
+    sources = [RPC_MESSAGES] if files.exists(RPC_MESSAGES) else []
+    rel = next((p for p in SAFE_OUTPUT_ERRORS if files.exists(p)), None)
+    if rel is not None:
+        out += _failures_of(_document(files, rel, reading), rel)
+        sources.append(rel)
+    elif session is not None:
+        for data in session_errors:
+            out += _failures_of(data, session)
+        sources.append(session)
+    return out, sources
+
+
+def _token_records(files: RunFiles, reading: _Reading) -> tuple[str | None, list[TokenRecord]]:
+    rel = next((p for p in TOKEN_USAGE_FILES if files.exists(p)), None)
+    if rel is None:
+        return None, []
+    records = []
+    for _, rec in _lines(files, rel, reading):
+        if not any(isinstance(rec.get(k), (int, float)) for k in ("input_tokens", "output_tokens")):
+            reading.malformed[rel] += 1
+            continue
+        records.append(TokenRecord(_int(rec.get("input_tokens")), _int(rec.get("output_tokens")),
+                                   _int(rec.get("cache_read_tokens")), _int(rec.get("cache_write_tokens")),
+                                   _text(rec.get("purpose")), _text(rec.get("model"))))
+    return rel, records
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _archived(files: RunFiles, reading: _Reading) -> tuple[str | None, tuple[ArchivedResult, ...] | None]:
+    rel = next((p for p in GRADER_RESULTS if files.exists(p)), None)
+    if rel is None:
+        return None, None
+    doc = _document(files, rel, reading)
+    results = doc.get("results") if isinstance(doc, dict) else None
+    if not isinstance(results, list):
+        reading.warnings.append(f"{rel}: no results list; archived grades not compared")
+        return rel, None
+    out = []
+    for r in results:
+        if not isinstance(r, dict) or not isinstance(r.get("id"), str):
+            reading.malformed[rel] += 1
+            continue
+        status, message = r.get("status"), r.get("message")
+        out.append(ArchivedResult(r["id"], _number(r.get("value")), status if isinstance(status, str) else None,
+                                  message if isinstance(message, str) else None))
+    return rel, tuple(out)
+
+
+def evidence_warnings(evidence: RunEvidence) -> list[str]:
+    """The run's warnings about its evidence: files with lines the observed layer could not read
+    (the token-usage file's are already the preprocessor's warnings)."""
+    out = [f"{path}: {n} record(s) not read by the observed graders (not a JSON object of the expected shape)"
+           for path, n in evidence.malformed if path != evidence.token_file]
+    return out + list(evidence.warnings)
+
+
+def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None) -> RunEvidence:
+    """Everything the observed layer reads from one run (``aw_info`` as already read by
+    graders/runs/runmeta.py, so the file is not read twice)."""
+    reading = _Reading()
+    session_conclusions, session_file, session_safe_errors = _session(files, reading)
+    conclusions = [*_run_summary(files, reading), *_aw_info(aw_info), *session_conclusions, *_agent_stdio(files)]
+    calls: list[McpCall] = []
+    orphans: list[int] = []
+    filtered = 0
+    mcp_file = RPC_MESSAGES if files.exists(RPC_MESSAGES) else None
+    if mcp_file is not None:
+        calls, orphans, filtered = pair_rpc_records(list(_lines(files, mcp_file, reading)))
+    safe_errors, safe_sources = _safe_output_errors(files, calls, session_file, session_safe_errors, reading)
+    token_file, tokens = _token_records(files, reading)
+    archived_file, archived = _archived(files, reading)
+    return RunEvidence(
+        conclusions=tuple(conclusions),
+        mcp_file=mcp_file,
+        mcp_calls=tuple(calls),
+        mcp_orphan_responses=tuple(orphans),
+        mcp_filtered=filtered,
+        safe_output_errors=tuple(safe_errors),
+        safe_output_sources=tuple(safe_sources),
+        token_file=token_file,
+        token_records=tuple(tokens),
+        archived_file=archived_file,
+        archived_results=archived,
+        malformed=tuple(sorted(reading.malformed.items())),
+        warnings=tuple(reading.warnings),
+    )
