@@ -14,6 +14,7 @@ from graders.preprocess import PreprocessReport, preprocess, read_evals, read_tr
 from graders.rows import result_rows, run_row
 from graders.runfiles import RunFiles
 from graders.runmeta import determine_run_meta, read_aw_info
+from graders.trace_rules.model import Run
 from schemas.documents import RunMeta
 
 
@@ -40,6 +41,10 @@ class PreparedRun:
     # Incremental backfill: the run's listing digest and its previous state row, if any.
     listing_digest: str = ""
     previous: dict[str, Any] | None = field(default=None, repr=False)
+    # The input format (graders/formats): ``runs.source_kind``; for a session file, its reader's
+    # trace-rules run (steps with subagents attributed), used instead of the one from ``trace``.
+    source_kind: str = "gh-aw"
+    steps_run: Run | None = field(default=None, repr=False)
 
     def plan(self, base: GradingPlan) -> GradingPlan:
         """The run's plan: ``base`` plus its archived evaluator when ``base`` has none."""
@@ -89,7 +94,7 @@ def grade_prepared(
     return GradedRun(
         results,
         result_rows(prep.meta, results, plan, prep.input_digest),
-        run_row(prep.meta, prep.trace, results, prep.report, plan, prep.input_digest),
+        run_row(prep.meta, prep.trace, results, prep.report, plan, prep.input_digest, prep.source_kind),
     )
 
 

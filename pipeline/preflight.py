@@ -137,7 +137,7 @@ def check_input(input_base: str, allow_empty: bool, options: PipelineOptions | N
     if found is None:
         if allow_empty:
             return f"input {input_base} (empty, allowed)"
-        raise UsageError("--input holds no run folder (<workflow>/run-<id>/…); "
+        raise UsageError("--input holds no run folder (<workflow>/run-<id>/…) nor session file; "
                          "pass --allow-empty if an empty fleet is expected", input_base)
     return f"input {input_base} holds runs"
 
@@ -157,10 +157,12 @@ def check_places(input_base: str, output: str, allow_empty: bool,
 
 def _first_run(base: str) -> str | None:
     """The first run folder discovery would find under ``base``, listing no further."""
-    from graders.layout import run_root_of
+    from graders.layout import run_root_of, session_root_of
 
     for rel in _local_files(base, "") if not is_gcs(base) else _listed(base):
         root = run_root_of(rel)
+        if root is None:  # or a session / trace file of another format (graders/formats)
+            root = session_root_of(rel)
         if root is not None:
             return root
     return None

@@ -62,7 +62,7 @@ def _run_stub(prep: PreparedRun, plans: PlanSet) -> dict[str, Any]:
     Only this small row leaves the grading step for the ``runs`` table, never the trace.
     """
     plan = prep.plan(plans.for_workflow(prep.meta.workflow))
-    return run_row(prep.meta, prep.trace, [], prep.report, plan, prep.input_digest)
+    return run_row(prep.meta, prep.trace, [], prep.report, plan, prep.input_digest, prep.source_kind)
 
 
 class GradeRuns(beam.PTransform):

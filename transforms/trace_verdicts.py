@@ -23,7 +23,8 @@ from transforms.reliability import DEFAULT_MAX_K, MergePartials, Partial, PassKC
 
 def verdict_row(prep: PreparedRun, cfg: TraceConfig) -> dict[str, Any]:
     m = prep.meta
-    report = grade_run(run_from_ghaw_trace(prep.trace, task_key(prep.aw_info, m.workflow), m.run_id), cfg)
+    run = prep.steps_run or run_from_ghaw_trace(prep.trace, task_key(prep.aw_info, m.workflow), m.run_id)
+    report = grade_run(run, cfg)
     return {
         "workflow": m.workflow,
         "date": m.date,

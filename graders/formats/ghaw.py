@@ -1,0 +1,48 @@
+"""gh-aw artifact folders (and every `gh aw logs` layout, graders/download_layout.py) as the
+``gh-aw`` format: a folder format, read by ``graders.preprocess`` exactly as the reference-compatible
+graders need it. ``fleetgrade run`` keeps preparing these folders through ``graders.prepare``;
+this entry lets ``fleetgrade trace --input <run folder>`` read one through the same seam.
+"""
+
+from __future__ import annotations
+
+from graders.formats import register
+from graders.formats.session import FormatError, Session, Source
+from graders.layout import ARTIFACT_NAMES, artifact_top
+
+KIND = "gh-aw"
+
+
+def is_run_folder(listed: list[str]) -> bool:
+    """Whether a folder's files (POSIX paths relative to it) are a gh-aw run's."""
+    return any(artifact_top([p for p in rel.split("/") if p]) for rel in listed)
+
+
+@register
+class GhAw:
+    kind = KIND
+    folder = True  # sniffed on a folder's listing, read from its files
+
+    def sniff(self, name: str, head: bytes) -> bool:
+        return name.split("/", 1)[0] in ARTIFACT_NAMES
+
+    def read(self, source: Source) -> list[Session]:
+        from graders.preprocess import PreprocessReport, preprocess
+        from graders.runmeta import determine_run_meta, read_aw_info
+        from graders.trace_rules.ghaw import delivered
+
+        files = source.files
+        if files is None:
+            raise FormatError(f"{source.name}: a gh-aw run is a folder, not a file")
+        report = PreprocessReport(warnings=list(files.warnings))
+        trace = preprocess(files, report)
+        _, info = read_aw_info(files)
+        session = Session(KIND, source.name, warnings=report.warnings, trace_dict=trace,
+                          delivered=delivered(trace))
+        try:
+            meta = determine_run_meta(files, source.name)
+            session.run_id, session.workflow, session.attempt = meta.run_id, meta.workflow, meta.attempt
+            session.created_at, session.repository = meta.created_at, meta.repository
+        except ValueError:  # identity is optional for trace rules: the folder names the run
+            session.workflow = (info or {}).get("workflow_name") if isinstance(info, dict) else None
+        return [session]
