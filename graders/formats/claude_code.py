@@ -207,7 +207,7 @@ def read_session(source: Source) -> Session:
                 if isinstance(b, dict) and b.get("type") == "tool_result":
                     task_agent[_key(b.get("tool_use_id"))] = text(tur.get("agentId")) or ""
         main.append((lineno, o))
-    if not main and not sidechain and not progress:
+    if not progress and not any(o.get("type") in ("user", "assistant") for _, o in [*main, *sidechain]):
         raise FormatError(f"{source.name}: no Claude Code transcript lines (user/assistant messages)")
     # A subagent's steps: its own file, else the parent's progress lines (the same steps; never both).
     threads: dict[str, _Thread] = {}

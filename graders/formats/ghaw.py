@@ -7,7 +7,7 @@ this entry lets ``fleetgrade trace --input <run folder>`` read one through the s
 from __future__ import annotations
 
 from graders.formats import register
-from graders.formats.session import FormatError, Session, Source
+from graders.formats.session import FormatError, Session, Source, text
 from graders.layout import ARTIFACT_NAMES, artifact_top
 
 KIND = "gh-aw"
@@ -43,6 +43,8 @@ class GhAw:
             meta = determine_run_meta(files, source.name)
             session.run_id, session.workflow, session.attempt = meta.run_id, meta.workflow, meta.attempt
             session.created_at, session.repository = meta.created_at, meta.repository
-        except ValueError:  # identity is optional for trace rules: the folder names the run
-            session.workflow = (info or {}).get("workflow_name") if isinstance(info, dict) else None
+        except ValueError:  # identity is optional for trace rules: aw_info.json, else the folder, names the run
+            info = info or {}
+            session.workflow = text(info.get("workflow_name"))
+            session.run_id = text(info.get("run_id")) or source.name.rstrip("/").rsplit("/", 1)[-1]
         return [session]

@@ -54,11 +54,9 @@ def any_value(v: Any) -> Any:
         except (TypeError, ValueError):
             return raw
     if "arrayValue" in v:
-        values = v["arrayValue"].get("values") if isinstance(v["arrayValue"], dict) else None
-        return [any_value(x) for x in values] if isinstance(values, list) else []
+        return [any_value(x) for x in _list(as_dict(v["arrayValue"]).get("values"))]
     if "kvlistValue" in v:
-        kv = v["kvlistValue"].get("values") if isinstance(v["kvlistValue"], dict) else None
-        return attributes(kv)
+        return attributes(as_dict(v["kvlistValue"]).get("values"))
     return None
 
 
@@ -113,15 +111,18 @@ def _span(raw: dict[str, Any], resource: dict[str, Any]) -> Span | None:
                 _nanos(raw.get("endTimeUnixNano", raw.get("endTime"))), error, attrs, resource)
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _document_spans(doc: dict[str, Any]) -> list[Span]:
     spans: list[Span] = []
-    for rs in doc.get("resourceSpans") or []:
+    for rs in _list(doc.get("resourceSpans")):
         if not isinstance(rs, dict):
             continue
-        res = rs.get("resource")
-        resource = attributes(res.get("attributes")) if isinstance(res, dict) else {}
-        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
-            for raw in (ss.get("spans") or []) if isinstance(ss, dict) else []:
+        resource = attributes(as_dict(rs.get("resource")).get("attributes"))
+        for ss in _list(rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans")):
+            for raw in _list(as_dict(ss).get("spans")):
                 if isinstance(raw, dict) and (s := _span(raw, resource)) is not None:
                     spans.append(s)
     return spans
@@ -143,8 +144,8 @@ def parse_spans(source: Source) -> list[Span]:
             continue
         if isinstance(obj, dict) and "resourceSpans" in obj:
             spans.extend(_document_spans(obj))
-        elif isinstance(obj, dict) and obj.get("type") == "span" and (s := _span(obj, attributes(
-                obj.get("resource", {}).get("attributes") if isinstance(obj.get("resource"), dict) else None))):
+        elif isinstance(obj, dict) and obj.get("type") == "span" and (
+                s := _span(obj, attributes(as_dict(obj.get("resource")).get("attributes")))):
             spans.append(s)
     return spans
 

@@ -91,12 +91,18 @@ class Session:
 
     def run(self, task: str | None = None, run_id: str | None = None) -> Run:
         """The trace-rules run: every call a step, subagent calls attributed (``Step.agent``)."""
+        rid = run_id or self.run_id or self.source
+        if self.trace_dict is not None:  # a gh-aw run: its steps are its preprocessed tool calls
+            from graders.trace_rules.ghaw import run_from_ghaw_trace
+
+            run = run_from_ghaw_trace(self.trace_dict, task or self.workflow or rid, rid)
+            run.ok = self.delivered
+            return run
         steps = [
             Step(i, c.name, {k: c.args[k] for k in STEP_ARG_KEYS if c.args.get(k)},
                  c.observation[:OBSERVATION_CHARS], c.ok is not False, c.agent)
             for i, c in enumerate(self.calls, 1)
         ]
-        rid = run_id or self.run_id or self.source
         return Run(task=task or self.workflow or rid, run_id=rid, ok=self.delivered, steps=steps)
 
 
