@@ -4,6 +4,8 @@
   output_preview}``: file paths of Read/Edit/Write sit in ``command``; ``exit_code`` may be ``""``.
 * ``event``-keyed: Claude Code's hook stdin payload plus ``{event, ts}``: ``{session_id,
   hook_event_name, tool_name, tool_input, tool_response, event, ts}``.
+* One record per call with no hook name, as some PostToolUse audit scripts write it
+  (``{timestamp, session|session_id, tool, input?}``).
 
 Two readings:
 
@@ -95,9 +97,10 @@ def tool_of(ev: dict[str, Any]) -> str | None:
 
 def arguments(ev: dict[str, Any]) -> dict[str, Any]:
     """The call's arguments: ``tool_input``, else the ``command``/path fields of the flat shape."""
-    inp = ev.get("tool_input")
-    if isinstance(inp, dict):
-        return inp
+    for key in ("tool_input", "input"):  # "input": audit scripts that rename the payload's tool_input
+        inp = ev.get(key)
+        if isinstance(inp, dict):
+            return inp
     args = {k: ev[k] for k in _AUDIT_ARG_KEYS if ev.get(k)}
     command = args.get("command")
     if isinstance(command, str) and tool_of(ev) in PATH_TOOLS and "file_path" not in args:
@@ -171,7 +174,7 @@ def read_sessions(source: Source) -> list[Session]:
     any_line = False
     for _, ev in json_lines(source, warnings):
         any_line = True
-        sid = _text(ev.get("session_id") or ev.get("sessionId") or "hook-session")
+        sid = _text(ev.get("session_id") or ev.get("sessionId") or ev.get("session") or "hook-session")
         first_ts.setdefault(sid, None)
         first_ts[sid] = first_ts[sid] or iso_time(ev.get("ts") or ev.get("timestamp"))
         if tool_of(ev) is not None:
@@ -202,7 +205,12 @@ class HookLog:
         if obj is None or not (name.endswith(".jsonl") or name.endswith(".log") or name.endswith(".ndjson")):
             return False
         hooky = any(isinstance(obj.get(k), str) for k in ("hook", "hook_event_name", "event"))
-        return hooky and any(k in obj for k in ("session_id", "tool", "tool_name", "ts"))
+        if hooky:
+            return any(k in obj for k in ("session_id", "tool", "tool_name", "ts"))
+        # Audit scripts that log one record per call without the hook's name (a PostToolUse hook
+        # writing {timestamp, session, tool, …}): a tool and a session at the top.
+        return isinstance(obj.get("tool") or obj.get("tool_name"), str) and any(
+            k in obj for k in ("session_id", "session", "sessionId"))
 
     def read(self, source: Source) -> list[Session]:
         return read_sessions(source)

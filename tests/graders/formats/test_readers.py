@@ -329,3 +329,13 @@ def test_otlp_failed_agent_is_not_delivered_and_lines_shape() -> None:
 def test_otlp_without_genai_spans_is_refused() -> None:
     with pytest.raises(FormatError, match="none is a GenAI span"):
         read_file(Source("t.json", otlp(_span("a", None, "GET /", 1793000000, {"http.method": "GET"}))))
+
+
+def test_hook_log_one_record_per_call_shape() -> None:
+    """Synthetic: what PostToolUse audit scripts in public dotfiles write (no hook name)."""
+    data = _lines({"timestamp": "2026-11-03T08:00:00+01:00", "session": "d1", "tool": "Write", "cwd": "/w",
+                   "input": {"file_path": "notes.md", "content": "x"}},
+                  {"timestamp": "2026-11-03T08:00:05+01:00", "session": "d1", "tool": "Bash", "success": True})
+    (s,) = read_file(Source("post-tool.jsonl", data))
+    assert s.kind == "hook-log" and s.run_id == "d1" and s.created_at == "2026-11-03T07:00:00+00:00"
+    assert [(c.name, c.args.get("file_path"), c.ok) for c in s.calls] == [("Write", "notes.md", True), ("Bash", None, True)]
