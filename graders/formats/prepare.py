@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from graders.formats import FormatError, Session, Source, read_file
 from graders.formats.claude_code import SUBAGENT_FILE
-from graders.layout import layout_hints
+from graders.layout import DATE_DIR, layout_hints
 from graders.prepare import PreparedRun
 from graders.preprocess import PreprocessReport
 from graders.runfiles import RunFiles
@@ -40,8 +40,8 @@ class SessionFailure:
 
 
 def _folder_workflow(hint: str) -> str | None:
-    parts = [p for p in hint.split("/") if p]
-    return parts[-1] if parts else None
+    """The nearest folder above a session file that is no date folder (``YYYY-MM-DD``, ``date=…``)."""
+    return next((p for p in reversed(hint.split("/")) if p and not DATE_DIR.match(p)), None)
 
 
 def session_meta(session: Session, file_rel: str, hint: str, display: str) -> RunMeta:
@@ -86,10 +86,13 @@ def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | Sessi
         display = f"{root}/{rel}"
         folder_hint = "/".join(p for p in (hint, rel.rpartition("/")[0]) if p)
         wf_hint, _, date_hint = layout_hints(f"{folder_hint}/x") if folder_hint else (None, None, None)
+        stem = rel.removesuffix(".jsonl")
+        own = [rel, *(r for r in sorted(subagent) if r.startswith(stem + "/"))]
+        # Each session file is an input of its own: its own read budget (bytes, time), not the folder's.
+        one = RunFiles(files.root, {r: files.sizes[r] for r in own}, files.open)
         try:
-            data = files.read(rel)
-            stem = rel.removesuffix(".jsonl")
-            related = {r: files.read(r) for r in sorted(subagent) if r.startswith(stem + "/")}
+            data = one.read(rel)
+            related = {r: one.read(r) for r in own[1:]}
             sessions = read_file(Source(display, data, related))
             digest = _digest([(rel, data), *related.items()])
             prepared = []
@@ -99,8 +102,10 @@ def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | Sessi
                                           bytes_read=len(data) + sum(map(len, related.values())))
                 run = s.run(task=meta.workflow, run_id=meta.run_id)
                 prepared.append(PreparedRun(meta, s.trace(), report, digest, source_kind=s.kind, steps_run=run))
-            files.check_time(rel)
+            one.check_time(rel)
         except (FormatError, MetadataError, ValueError, OSError, RecursionError, MemoryError) as exc:
             yield SessionFailure(display, exc, _folder_workflow(folder_hint) or wf_hint, date_hint)
             continue
+        finally:
+            files.bytes_read += one.bytes_read
         yield from prepared
