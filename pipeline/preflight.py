@@ -161,11 +161,30 @@ def _first_run(base: str) -> str | None:
 
     for rel in _local_files(base, "") if not is_gcs(base) else _listed(base):
         root = run_root_of(rel)
-        if root is None:  # or a session / trace file of another format (graders/formats)
+        if root is None and _session_file(base, rel):  # a session / trace file of another format
             root = session_root_of(rel)
         if root is not None:
             return root
     return None
+
+
+def _session_file(base: str, rel: str) -> bool:
+    """Whether ``rel`` is graded as a session file (graders/formats/prepare.py): a ``.jsonl`` or
+    ``.ndjson`` always; a local ``.json`` only if a reader recognises it (other JSON documents
+    beside runs, manifests and summaries, are strays)."""
+    from graders.layout import session_root_of
+
+    if session_root_of(rel) is None:
+        return False
+    if not rel.endswith(".json") or is_gcs(base):
+        return True
+    from graders.formats import SNIFF_BYTES, sniff
+
+    try:
+        with open(os.path.join(base, rel), "rb") as fh:
+            return sniff(rel, fh.read(SNIFF_BYTES)) is not None
+    except OSError:
+        return True  # unreadable: preparing it says so
 
 
 def _local_files(folder: str, rel: str) -> Iterator[str]:

@@ -11,7 +11,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from graders.formats.ghaw import is_run_folder
-from graders.formats.prepare import SessionFailure, prepare_sessions
+from graders.formats.prepare import NotASession, SessionFailure, prepare_sessions
 from graders.layout import SESSION_SUFFIXES, layout_hints
 from graders.prepare import PreparedRun, prepare_run
 from graders.rows import dead_letter_row
@@ -76,6 +76,7 @@ class PrepareRun(beam.DoFn):
         self.changed = Metrics.counter("fleetgrade", "runs_changed_since_discovery")
         # A folder of session files was discovered as one; each of its sessions is an input.
         self.discovered = Metrics.counter("fleetgrade", "runs_discovered")
+        self.stray = Metrics.counter("fleetgrade", "stray_files_skipped")
 
     def setup(self) -> None:
         tune_heap()  # a worker: its heap must not grow with the runs it has read
@@ -136,10 +137,16 @@ class PrepareRun(beam.DoFn):
         prep.listing_digest = digest
         yield prep
 
-    def _sessions(self, sessions: list[PreparedRun | SessionFailure], digest: str, previous: Any) -> Iterator[Any]:
+    def _sessions(self, sessions: list[PreparedRun | SessionFailure | NotASession], digest: str,
+                  previous: Any) -> Iterator[Any]:
         """Each session a prepared run; each file no reader could read a dead letter naming it."""
-        self.discovered.inc(len(sessions) - 1)
+        strays = sum(isinstance(item, NotASession) for item in sessions)
+        self.stray.inc(strays)
+        self.discovered.inc(len(sessions) - strays - 1)
         for item in sessions:
+            if isinstance(item, NotASession):
+                LOG.info("not an agent session or trace, skipped: %s", item.path)
+                continue
             if isinstance(item, SessionFailure):
                 self.dead.inc()
                 LOG.warning("dead letter: %s", item.error)

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from graders.formats import FormatError, Session, Source, read_file
+from graders.formats import SNIFF_BYTES, FormatError, Session, Source, read_file, sniff
 from graders.formats.claude_code import SUBAGENT_FILE
 from graders.layout import DATE_DIR, layout_hints
 from graders.prepare import PreparedRun
@@ -27,6 +27,14 @@ from graders.runmeta import (
     utc_date_of,
 )
 from schemas.documents import RunMeta
+
+
+@dataclass
+class NotASession:
+    """A ``.json`` document no reader recognises (a manifest, a `gh aw logs --json` summary): a
+    stray, as every other file outside a run; a ``.jsonl``/``.ndjson`` one is a failure instead."""
+
+    path: str
 
 
 @dataclass
@@ -75,7 +83,7 @@ def _digest(parts: list[tuple[str, bytes]]) -> str:
     return h.hexdigest()
 
 
-def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | SessionFailure]:
+def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | SessionFailure | NotASession]:
     """Every session of every file in ``files`` (one folder's session files)."""
     root = files.root.rstrip("/")
     names = sorted(files.sizes)
@@ -92,6 +100,9 @@ def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | Sessi
         one = RunFiles(files.root, {r: files.sizes[r] for r in own}, files.open)
         try:
             data = one.read(rel)
+            if rel.endswith(".json") and sniff(rel, data[:SNIFF_BYTES]) is None:
+                yield NotASession(display)
+                continue
             related = {r: one.read(r) for r in own[1:]}
             sessions = read_file(Source(display, data, related))
             digest = _digest([(rel, data), *related.items()])

@@ -47,6 +47,8 @@ def make_mixed(root: Path) -> Path:
     ))
     (fleet / "garbage.jsonl").write_bytes(b"not json at all\n\x00\xff")
     (fleet / "README.md").write_text("not an input: no session format uses .md")
+    # A JSON document no reader recognises (`gh aw logs --json`'s summary) is a stray, not a dead letter.
+    (fleet / "summary.json").write_text('{"summary": {"total_runs": 1}, "runs": [{"database_id": 7100213}]}')
     # A gh-aw run beside them, in a <workflow>/<id>/ folder, with a loose .json of its own: that
     # file stays the run's stray (as before), it is no session file.
     run = fleet / "gh" / "daily-file-diet" / "7100213"
@@ -105,6 +107,8 @@ def test_garbage_is_a_dead_letter_and_the_count_is_whole(
     assert m is not None, done.stderr[-2000:]
     runs = con.execute("SELECT count(*) FROM runs").fetchone()[0]
     assert (int(m[1]), int(m[2]), int(m[3])) == (runs + 1, runs, 1) == (7, 6, 1)
+    # README.md, summary.json and the gh-aw run's detection/detection_result.json
+    assert "; 3 stray file(s) skipped;" in done.stderr
 
 
 def test_trace_reads_the_same_folder(graded: tuple[Path, Path, subprocess.CompletedProcess[str]]) -> None:
@@ -124,3 +128,11 @@ def test_trace_input_of_an_unrecognised_file_is_one_line_and_exit_1(tmp_path: Pa
     assert done.stderr.strip().splitlines() == [
         f"fleetgrade trace: error: {bad}: not a recognised agent session or trace format "
         "(tried aw-session, claude-code, copilot-cli, hook-log, otel-genai)"]
+
+
+def test_a_folder_of_json_documents_only_holds_no_run(tmp_path: Path) -> None:
+    (tmp_path / "fleet").mkdir()
+    (tmp_path / "fleet" / "summary.json").write_text('{"summary": {"total_runs": 0}, "runs": []}')
+    done = _run("run", "--input", str(tmp_path / "fleet"), "--output", str(tmp_path / "out"))
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "--input holds no run folder" in done.stderr
