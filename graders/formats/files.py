@@ -35,8 +35,10 @@ def read_input(path: str, warn: Warn) -> list[Session]:
     """Every session under ``path``; a file no reader recognises is a warning, or the error when
     it is the only input."""
     top = Path(path)
-    if top.is_file():
-        return read_file(Source(path, top.read_bytes()))
+    if top.is_file():  # a Claude Code session's subagents sit beside it, in <session>/subagents/
+        related = _related(top.parent, top.name, {p.relative_to(top.parent).as_posix()
+                                                  for p in (top.parent / top.stem / "subagents").glob("*.jsonl")})
+        return read_file(Source(path, top.read_bytes(), related))
     if not top.is_dir():
         raise FileNotFoundError(2, "no such file or folder", path)
     files = sorted(p.relative_to(top).as_posix() for p in top.rglob("*") if p.is_file() and not p.is_symlink())

@@ -194,8 +194,9 @@ def read_sessions(source: Source) -> list[Session]:
         return None
 
     def root_of(s: Span) -> Span | None:
-        top, a = None, agent_above(s)
-        while a is not None:
+        top, a, seen = None, agent_above(s), set()
+        while a is not None and a.span_id not in seen:  # parent links can form a cycle
+            seen.add(a.span_id)
             top, a = a, agent_above(a)
         return top
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from unittest.mock import patch
 
-from graders.formats.prepare import SessionFailure, prepare_sessions
+from graders.formats.prepare import NotASession, SessionFailure, prepare_sessions
 from graders.prepare import PreparedRun
 from graders.runfiles import local_run_files
 from tests.graders.formats.test_readers import HOOK, _lines
@@ -25,7 +25,8 @@ def test_each_file_has_its_own_read_budget(tmp_path: Path) -> None:
 
 def test_identity_from_the_folder_and_a_failure_per_unreadable_file(tmp_path: Path) -> None:
     (tmp_path / "ok.jsonl").write_bytes(_lines({"session_id": "x", "hook": "PostToolUse", "tool": "Read"}))
-    (tmp_path / "bad.json").write_text("[1, 2]")
+    (tmp_path / "bad.jsonl").write_text("[1, 2]")
+    (tmp_path / "manifest.json").write_text('{"runs": 3}')
     out = list(prepare_sessions(local_run_files(tmp_path), "fleet/hooks-wf/2026-11-05"))
     failures = [o for o in out if isinstance(o, SessionFailure)]
     (run,) = [o for o in out if isinstance(o, PreparedRun)]
@@ -33,5 +34,7 @@ def test_identity_from_the_folder_and_a_failure_per_unreadable_file(tmp_path: Pa
     assert (run.meta.workflow, run.meta.run_id, run.meta.date, run.meta.metadata_source) == (
         "hooks-wf", "x", "2026-11-05", "layout")
     assert run.source_kind == "hook-log" and run.steps_run is not None and len(run.steps_run.steps) == 1
-    assert [f.path.rsplit("/", 1)[-1] for f in failures] == ["bad.json"]
+    assert [f.path.rsplit("/", 1)[-1] for f in failures] == ["bad.jsonl"]
+    # A JSON document no reader recognises is no session and no failure: a stray.
+    assert [o.path.rsplit("/", 1)[-1] for o in out if isinstance(o, NotASession)] == ["manifest.json"]
     assert "not a recognised agent session or trace format" in str(failures[0].error)

@@ -339,3 +339,19 @@ def test_hook_log_one_record_per_call_shape() -> None:
     (s,) = read_file(Source("post-tool.jsonl", data))
     assert s.kind == "hook-log" and s.run_id == "d1" and s.created_at == "2026-11-03T07:00:00+00:00"
     assert [(c.name, c.args.get("file_path"), c.ok) for c in s.calls] == [("Write", "notes.md", True), ("Bash", None, True)]
+
+
+def test_otlp_parent_cycle_does_not_hang() -> None:
+    """Synthetic: two agent spans that name each other as parent (a broken export)."""
+    data = otlp(_span("a", "b", "invoke_agent x", 1793000000, AGENT),
+                _span("b", "a", "invoke_agent y", 1793000001, AGENT),
+                _span("t", "a", "execute_tool z", 1793000002, {"gen_ai.tool.name": "z"}))
+    sessions = read_file(Source("cycle.json", data))
+    assert sum(len(s.calls) for s in sessions) == 1
+
+
+def test_trace_input_of_one_claude_file_reads_its_subagents() -> None:
+    from graders.formats.files import read_input
+
+    (s,) = read_input(str(SPOTTER / f"{SESSION}.jsonl"), lambda _: None)
+    assert sum(c.agent == "aac57f5" for c in s.calls) == 12
