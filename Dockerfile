@@ -23,6 +23,6 @@ COPY graders ./graders
 COPY transforms ./transforms
 COPY pipeline ./pipeline
 RUN pip install --no-cache-dir . \
- && python -c "import graders.opvalue.sandbox, pipeline.cli"
+ && python -c "import graders.families.opvalue.sandbox, pipeline.cli"
 
 # The SDK image's entrypoint (/opt/apache/beam/boot) is kept: Beam starts the worker harness.

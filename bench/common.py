@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graders.plan import GradingPlan, default_plan
+from graders.families.trace_rules.config import TraceConfig, default_config
+from graders.grading.plan import GradingPlan, default_plan
 from graders.prepare import grade_prepared, prepare_run
-from graders.runfiles import local_run_files
-from graders.trace_rules.config import TraceConfig, default_config
+from graders.runs.runfiles import local_run_files
 from pipeline.synth import MANIFEST, SizeMix, SynthOptions, synth_fleet, synth_options
 from transforms.discover import ListRuns
 from transforms.heap import tune_gc

@@ -3,15 +3,19 @@
 The reference baseline (bench/reference.py) runs gh-aw's own JavaScript, which is not part of
 this repository. SOURCE is a gh-aw checkout (a work tree) or a bare git directory such as a
 local mirror; without ``--from``, ``$FLEETGRADE_GH_AW_SOURCE`` and then mirrors under
-``/work/.mirror/github+gh-aw*`` are tried. The two grader modules are copied with every
-``./*.cjs`` module they require, transitively (the ones found; bench/reference_driver.js
-stands in for a missing helper and the bench reports which).
+``/work/.mirror/github+gh-aw*`` are tried; SOURCE may also be a folder holding the modules
+themselves. The two grader modules are copied with every ``./*.cjs`` module they require,
+transitively (the ones found; bench/reference_driver.js stands in for a missing helper and the
+bench reports which). The copies are checked against ``bench/gh-aw-sources.json``, the digests
+of the sources the figures in docs/performance.md were measured with.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -24,6 +28,7 @@ from bench.common import BENCH_DIR
 
 JS_DIR = "actions/setup/js"
 ENTRY_POINTS = ("trace_graders.cjs", "trajectory_graders.cjs")
+RECORDED = Path(__file__).with_name("gh-aw-sources.json")
 _REQUIRE = re.compile(r"""require\(\s*["']\./([A-Za-z0-9_.-]+\.cjs)["']\s*\)""")
 
 
@@ -33,11 +38,12 @@ def target_dir() -> Path:
 
 def _reader(source: Path) -> tuple[str, Callable[[str], bytes | None]]:
     """(description, read(name) -> bytes | None) for a work tree or a bare git directory."""
-    if (source / JS_DIR).is_dir():
-        def read_tree(name: str) -> bytes | None:
-            path = source / JS_DIR / name
-            return path.read_bytes() if path.is_file() else None
-        return f"checkout {source}", read_tree
+    for folder, what in ((source / JS_DIR, "checkout"), (source, "folder")):
+        if all((folder / name).is_file() for name in ENTRY_POINTS) or (what == "checkout" and folder.is_dir()):
+            def read_tree(name: str, folder: Path = folder) -> bytes | None:
+                path = folder / name
+                return path.read_bytes() if path.is_file() else None
+            return f"{what} {source}", read_tree
     git_dir = source / ".git" if (source / ".git").exists() else source
     if (git_dir / "HEAD").exists():
         def read_git(name: str) -> bytes | None:
@@ -79,6 +85,20 @@ def copy_sources(source: Path, out: Path) -> tuple[list[str], list[str]]:
     return copied, missing
 
 
+def recorded_status(folder: Path) -> str:
+    """Whether the modules in ``folder`` are the copies ``bench/gh-aw-sources.json`` records."""
+    files: dict[str, dict[str, object]] = json.loads(RECORDED.read_text())["files"]
+    differ = []
+    for name, recorded in files.items():
+        path = folder / name
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        if digest != recorded["sha256"]:
+            differ.append(name)
+    if not differ:
+        return "the recorded copies (bench/gh-aw-sources.json)"
+    return f"not the recorded copies: {', '.join(differ)} differ from bench/gh-aw-sources.json"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ghaw_setup")
     parser.add_argument("--from", dest="source", help="a gh-aw checkout or git directory")
@@ -94,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if missing:
         print(f"not found (the driver stands in for them): {', '.join(missing)}")
+    print(f"sources: {recorded_status(target_dir())}")
     return 0
 
 

@@ -16,7 +16,7 @@ import tempfile
 import time
 from typing import Any
 
-from graders.js_sandbox import JsSandbox, payload_json
+from graders.families.inline_js.sandbox import JsSandbox, payload_json
 
 SCRIPT = """
 const calls = trace.toolCalls;

@@ -81,8 +81,8 @@ def beam_floor(root: Path, mode: str, runs: int) -> float:
     from apache_beam.testing.util import assert_that, equal_to
 
     from bench.pipeline import MODES as RUNNER_OPTIONS
-    from graders.plan import PlanSet, default_plan
-    from graders.trace_rules.config import default_config
+    from graders.families.trace_rules.config import default_config
+    from graders.grading.plan import PlanSet, default_plan
     from transforms.heap import tune_heap
     from transforms.incremental import DiscoverAndDecide
 

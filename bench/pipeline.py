@@ -19,7 +19,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from bench.common import BENCH_DIR, core_fleet, fleet, plain_loop, row
-from graders.plan import PlanSet, default_plan
+from graders.grading.plan import PlanSet, default_plan
 from pipeline import graph
 from transforms.heap import tune_heap
 

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from bench.common import row
-from bench.ghaw_setup import ENTRY_POINTS, target_dir
+from bench.ghaw_setup import ENTRY_POINTS, recorded_status, target_dir
 
 DRIVER = Path(__file__).with_name("reference_driver.js")
 
@@ -51,6 +51,7 @@ class Reference:
         self.proc = subprocess.Popen(["node", str(DRIVER), str(folder)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, bufsize=1)
         self.shims: list[str] = []
+        self.sources = recorded_status(folder)
 
     def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -74,6 +75,11 @@ class Reference:
         self.shims = list(reply.get("shims", []))
         return [ms / 1000 for ms in reply["ms"]]
 
+    def one(self, index: int) -> float:
+        """Seconds for one warm grading of run ``index`` of :meth:`set_runs`."""
+        ms: float = self._ask({"one": index})["ms"]
+        return ms / 1000
+
     def results(self, folder: Path) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = self._ask({"results": str(folder.resolve())})["results"]
         return out
@@ -96,16 +102,17 @@ class Reference:
 
 
 def reference_rows(tier: str, n: int, core_s: float, pipe_s: float, ref_s: float | None, shims: list[str],
-                   why_not: str | None) -> list[dict[str, Any]]:
+                   why_not: str | None, sources: str = "") -> list[dict[str, Any]]:
     """The rows comparing with the reference; without a measurement, one row saying why and no number."""
-    if ref_s is None:
-        return [{"name": f"tier {tier}: core / reference", "value": None, "unit": "ratio",
+    if ref_s is None:  # marked for its target, which is then "not measured", never met
+        return [{"name": f"tier {tier}: core / reference", "value": None, "unit": "ratio", "target": "tier-reference",
                  "note": f"reference not measured: {why_not or 'no measurement'}"}]
     stood_in = f"; gh-aw helpers stood in for: {', '.join(shims)}" if shims else ""
     return [
         row(f"tier {tier}: reference runs/s (gh-aw JS, warm, 1 process)", n / ref_s, "runs/s",
-            note=f"same runs, same rounds{stood_in}"),
-        row(f"tier {tier}: core / reference", ref_s / core_s, "ratio", baseline=ref_s, ratio=ref_s / core_s),
+            note=f"same runs, same rounds{stood_in}" + (f"; sources: {sources}" if sources else "")),
+        row(f"tier {tier}: core / reference", ref_s / core_s, "ratio", baseline=ref_s, ratio=ref_s / core_s,
+            target="tier-reference"),
         row(f"tier {tier}: pipeline (1 core) / reference", ref_s / pipe_s, "ratio", baseline=ref_s,
             ratio=ref_s / pipe_s),
     ]

@@ -5,6 +5,7 @@
 // stdin, one JSON document per line:
 //   {"runs": ["/abs/run/folder", ...]}      set the runs (answered with {"ok": true, "shims": [...]})
 //   {"pass": true}                          grade every run once; answered with {"ms": [per-run ms]}
+//   {"one": i}                              grade run i once; answered with {"ms": its ms}
 //   {"results": "/abs/run/folder"}          the normalized results of one run (checks, not timing)
 // No gh-aw code lives in this repository: the modules are loaded from the checkout given.
 "use strict";
@@ -132,6 +133,11 @@ rl.on("line", line => {
       ms[i] = Number(process.hrtime.bigint() - start) / 1e6;
     }
     reply = { ms, sink, shims: shimmed };
+  } else if (Number.isInteger(msg.one) && msg.one >= 0 && msg.one < runs.length) {
+    // One run, timed alone: the bench interleaves it with fleetgrade's time on the same run.
+    const start = process.hrtime.bigint();
+    sink += JSON.stringify(gradeRun(runs[msg.one])).length;
+    reply = { ms: Number(process.hrtime.bigint() - start) / 1e6, sink };
   } else if (msg.results) {
     reply = { results: gradeRun(msg.results) };
   } else {

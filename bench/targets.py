@@ -1,4 +1,4 @@
-"""The benchmark's targets (issue 10, "Done when"), judged from the rows of one bench run.
+"""The benchmark's targets (issues 10 and 33, "Done when"), judged from the rows of one bench run.
 
 Each target reads ratios the parts measured side by side in the same run, never absolute
 times, so a slow or busy machine moves both sides. A target whose rows are absent (``--only``,
@@ -23,11 +23,17 @@ class Target:
     at_most: bool  # ratio <= limit (True) or ratio >= limit (False)
 
     def judge(self, rows: list[Row]) -> Row:
-        ratios = [(r["ratio"], r["name"]) for r in rows if r.get("target") == self.key and isinstance(r.get("ratio"), (int, float))]
+        marked = [r for r in rows if r.get("target") == self.key]
+        ratios = [(r["ratio"], r["name"]) for r in marked if isinstance(r.get("ratio"), (int, float))]
+        # A row marked for the target without a ratio is a measurement that could not be made
+        # (e.g. the reference on a machine without Node): the target is not measured, even if
+        # other rows have ratios, since the worst case may be the one missing.
+        missing = [r for r in marked if not isinstance(r.get("ratio"), (int, float))]
         sign = "<=" if self.at_most else ">="
-        if not ratios:  # no value, rather than a number that could be read as a measurement
+        if not ratios or missing:  # no value, rather than a number that could be read as a measurement
+            why = "; ".join(f"{r['name']}: {r.get('note') or 'no value'}" for r in missing)
             return {"name": self.name, "value": None, "unit": "ratio", "met": False,
-                    "note": f"not measured (target {sign} {self.limit:g})"}
+                    "note": f"not measured (target {sign} {self.limit:g})" + (f": {why}" if why else "")}
         worst, where = max(ratios) if self.at_most else min(ratios)
         met = worst <= self.limit if self.at_most else worst >= self.limit
         verdict = "met" if met else "NOT met"
@@ -45,6 +51,11 @@ TARGETS = (
     Target("pipeline", "target: pipeline / plain loop, without start-up", 1.5, at_most=True),
     Target("core", "target: grading / orjson parse floor, large runs", 0.5, at_most=False),
     Target("memory", "target: peak RSS, largest fleet / smallest", FLAT, at_most=True),
+    # Issue 33, per tier of fleet (bench/tiers.py): the grading core at least twice as fast as
+    # gh-aw's own graders run warm in one Node process over the same runs, and at least half
+    # the speed of orjson parsing the bytes it read, on every tier (not only on large runs).
+    Target("tier-reference", "target: core / gh-aw reference (warm Node), every tier", 2.0, at_most=False),
+    Target("tier-floor", "target: core / orjson parse floor, every tier", 0.5, at_most=False),
 )
 
 

@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from graders import registry
-from graders.registry import GraderContext
-from graders.trajectory import TRAJECTORY_IDS
-from graders.trajectory.ir import event_symbols, state_visits
+from graders.families.trajectory.ir import event_symbols, state_visits
+from graders.grading import registry
+from graders.grading.registry import GraderContext
+
+TRAJECTORY_IDS = registry.grader_ids("trajectory")
 
 SKILL_CONFIG = {"constraints": [
     {"id": "tests", "pattern": r"make (test|lint)"},

@@ -6,15 +6,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from graders.engine import Executor, grade_trace
-from graders.layout import ARTIFACT_NAMES
-from graders.opvalue.archived import archived_entry
-from graders.plan import GradingPlan, PlanEntry, with_entry
-from graders.preprocess import PreprocessReport, preprocess, read_evals, read_trajectory_ir_file
-from graders.rows import result_rows, run_row
-from graders.runfiles import RunFiles
-from graders.runmeta import determine_run_meta, read_aw_info
-from graders.trace_rules.model import Run
+from graders.families.opvalue.archived import archived_entry
+from graders.families.opvalue.request import RunSubject
+from graders.formats.ghaw.preprocess import PreprocessReport, preprocess, read_evals, read_trajectory_ir_file
+from graders.formats.model import Run
+from graders.grading.engine import Executor, grade_trace
+from graders.grading.plan import GradingPlan, PlanEntry, with_entry
+from graders.runs.layout import ARTIFACT_NAMES
+from graders.runs.runfiles import RunFiles
+from graders.runs.runmeta import determine_run_meta, read_aw_info
+from graders.tables.rows import result_rows, run_row
 from schemas.documents import RunMeta
 
 
@@ -34,7 +35,7 @@ class PreparedRun:
     input_digest: str
     evals: dict[str, Any] | None = None
     aw_info: dict[str, Any] | None = field(default=None, repr=False)
-    # The run's own archived operational-value grader (graders/opvalue/archived.py), if any.
+    # The run's own archived operational-value grader (graders/families/opvalue/archived.py), if any.
     archived: PlanEntry | None = field(default=None, repr=False)
     # agent/graders/trajectory_ir.json: the trajectory graders' last IR candidate.
     file_ir: Any = field(default=None, repr=False)
@@ -103,8 +104,6 @@ def bind_executor(executor: Executor, prep: PreparedRun) -> Executor:
     for_run = getattr(executor, "for_run", None)
     if not callable(for_run):
         return executor
-    from graders.opvalue.request import RunSubject
-
     m = prep.meta
     subject = RunSubject.from_aw_info(prep.aw_info or {}, run_id=m.run_id, attempt=m.attempt,
                                       workflow=(prep.aw_info or {}).get("workflow_name") or m.workflow)

@@ -1,7 +1,7 @@
 """One run's folder given on its own (``fleetgrade grade``/``preprocess``): identity optional.
 
 A fleet needs every run's workflow, id and date to partition its tables, so discovery refuses a
-run without them (graders/runmeta.py). One run graded on its own needs none of them: gh-aw's
+run without them (graders/runs/runmeta.py). One run graded on its own needs none of them: gh-aw's
 grading step itself runs with an empty run id when ``GITHUB_RUN_ID`` is unset. Whatever
 ``aw_info.json`` or the folder's whole path says is used; the rest stays empty.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import PurePosixPath
 
-from graders.layout import ARTIFACT_NAMES, DATE_DIR, RUN_DIR, run_root_of
-from graders.runfiles import RunFiles
-from graders.runmeta import MetadataError, parse_attempt, read_aw_info, text_value, utc_date_of
+from graders.runs.layout import ARTIFACT_NAMES, DATE_DIR, RUN_DIR, run_root_of
+from graders.runs.runfiles import RunFiles
+from graders.runs.runmeta import MetadataError, parse_attempt, read_aw_info, text_value, utc_date_of
 from schemas.documents import RunMeta
 
 

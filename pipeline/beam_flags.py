@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Sequence
 
+from pipeline.errors import UsageError
+
 # Value-taking behaviour of a flag: 0 none, 1 exactly one, "?" an optional one, "*" any number.
 Arity = int | str
 
@@ -85,8 +87,6 @@ def split_beam_flags(argv: Sequence[str], ours: Iterable[str]) -> tuple[list[str
 def parse_check(beam_tokens: list[str]) -> None:
     """Let Beam's parser read the pass-through flags, so a bad value fails before any work."""
     from apache_beam.options.pipeline_options import _BeamArgumentParser
-
-    from pipeline.errors import UsageError
 
     class Strict(_BeamArgumentParser):  # type: ignore[misc]
         def error(self, message: str) -> None:  # type: ignore[override]

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import NoReturn
 
+from pipeline.beam_flags import beam_option_strings, split_beam_flags
 from pipeline.errors import USAGE_EXIT, UsageError, one_line
 from schemas.version import FLEETGRADE_VERSION
 
@@ -119,8 +120,6 @@ def _parse(argv: list[str], command: str | None) -> argparse.Namespace:
         known += _option_strings(_subparser(parser, command))
     # Beam's flags are looked up (importing Beam) only when a flag is not one of ours.
     if command in BEAM_COMMANDS and any(_flag_name(t) not in known for t in argv if t.startswith("--")):
-        from pipeline.beam_flags import beam_option_strings, split_beam_flags
-
         # Ours win where the names overlap (--runner); the rest of Beam's pass through.
         tokens, beam_flags = split_beam_flags(argv, known)
         known += beam_option_strings()

@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from graders.engine import grade_trace, results_document
-from graders.executors import SANDBOXED_SOURCES, close_executor, make_executor
-from graders.jscompat import js_stringify
-from graders.jsonio import JsonError, parse_json
+from graders.grading.engine import grade_trace, results_document
+from graders.grading.registry import close_executor, make_executor, sandboxed_families
+from graders.jsrt.jscompat import js_stringify
+from graders.jsrt.jsonio import JsonError, parse_json
 from graders.prepare import PreparedRun, grade_prepared, prepare_run
-from graders.runfiles import local_run_files
+from graders.runs.runfiles import local_run_files
 from graders.single_run import runs_inside, single_run_meta
 from pipeline.errors import InputError, UsageError
 from pipeline.plans import PlanLoadError, load_plans
@@ -115,7 +115,7 @@ def handle_grade(args: argparse.Namespace) -> int:
             trace, evals = prep.trace, prep.evals
             run_id, attempt = prep.meta.run_id, prep.meta.attempt
         executors = {}
-        for source in SANDBOXED_SOURCES:
+        for source in sandboxed_families():
             ex = make_executor(source, args.allow_unsandboxed)
             if ex is not None:
                 executors[source] = ex

@@ -43,8 +43,8 @@ def _fail(message: str, code: int = 1) -> NoReturn:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from graders.opvalue.errors import OperationalValueError
-    from graders.opvalue.output import parse_timestamp
+    from graders.families.opvalue.errors import OperationalValueError
+    from graders.families.opvalue.output import parse_timestamp
 
     try:
         parse_timestamp(args.evidence_at, "--evidence-at")
@@ -64,12 +64,12 @@ def handle(args: argparse.Namespace) -> int:
 def regrade_one(root: Path, evidence_at: str, as_json: bool, allow_unsandboxed: bool) -> int:
     import orjson
 
-    from graders.opvalue.errors import OperationalValueError
-    from graders.opvalue.regrade import regrade
-    from graders.opvalue.replay import has_archived_evaluator, observation_json, regrade_input
-    from graders.opvalue.sandbox import SandboxOptions
+    from graders.families.opvalue.errors import OperationalValueError
+    from graders.families.opvalue.regrade import regrade
+    from graders.families.opvalue.sandbox import SandboxOptions
     from graders.prepare import prepare_run
-    from graders.runfiles import local_run_files
+    from graders.replay import has_archived_evaluator, observation_json, regrade_input
+    from graders.runs.runfiles import local_run_files
 
     if not root.is_dir():
         return _fail(f"{root}: not a directory")

@@ -13,21 +13,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from graders.families.trace_rules.config import WARN_PREFIX, ConfigError, from_mapping, load_mapping
+from graders.families.trace_rules.report import render, to_json
+from graders.families.trace_rules.selftest import self_test
+from graders.families.trace_rules.verdicts import grade
 from graders.formats import FormatError
+from graders.formats.claude_code import runs_from_transcript
+from graders.formats.copilot import runs_from_copilot_events
 from graders.formats.files import read_input
-from graders.trace_rules.config import WARN_PREFIX, ConfigError, from_mapping, load_mapping
-from graders.trace_rules.jsonl import read_lines
-from graders.trace_rules.model import Run
-from graders.trace_rules.parsers import (
-    TraceFormatError,
-    runs_from_audit,
-    runs_from_copilot_events,
-    runs_from_traces,
-    runs_from_transcript,
-)
-from graders.trace_rules.report import render, to_json
-from graders.trace_rules.selftest import self_test
-from graders.trace_rules.verdicts import grade
+from graders.formats.hooks import runs_from_audit
+from graders.formats.jsonl import read_lines
+from graders.formats.model import Run
+from graders.formats.parsers import TraceFormatError, runs_from_traces
 
 PROG = "fleetgrade trace"
 # Source flags in the reference's precedence order; the Copilot parser and --input are ours.

@@ -13,11 +13,11 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from graders.plan import PlanSet
+from graders.families.trace_rules.config import TraceConfig, default_config
+from graders.grading.plan import PlanSet
 from graders.prepare import PreparedRun
-from graders.rows import assemble_runs, one_dead_letter_each
-from graders.state import GradingDigests, dead_state, drops_for, graded_state
-from graders.trace_rules.config import TraceConfig, default_config
+from graders.tables.rows import assemble_runs, one_dead_letter_each
+from graders.tables.state import GradingDigests, dead_state, drops_for, graded_state
 from schemas.state_table import STATE_TABLE
 from transforms.duplicates import ResolveDuplicates
 from transforms.grade import GradeRuns

@@ -8,8 +8,12 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pipeline.beam_flags import parse_check
 from pipeline.errors import UsageError
 from pipeline.options import LOCAL_RUNNERS, is_dry_run, local_runner, pipeline_options
+from transforms.heap import tune_heap
+from transforms.output_lock import OutputError, output_lock
+from transforms.progress import reporting
 
 if TYPE_CHECKING:
     import apache_beam as beam
@@ -25,7 +29,6 @@ def configure_logging(level: str) -> None:
 
 def beam_options(args: argparse.Namespace) -> PipelineOptions:
     """Beam's options from our flags and the pass-through ones; a bad value is a usage error."""
-    from pipeline.beam_flags import parse_check
 
     parse_check(args.extra)
     options = pipeline_options(args, args.extra)
@@ -42,8 +45,6 @@ def beam_options(args: argparse.Namespace) -> PipelineOptions:
 def new_pipeline(args: argparse.Namespace, options: PipelineOptions) -> beam.Pipeline:
     """The pipeline on the chosen runner (never Prism locally); Beam validates its options here."""
     import apache_beam as beam
-
-    from transforms.heap import tune_heap
 
     runner = local_runner(args.runner)
     if runner is not None:  # the local runner holds the job's buffers in this process
@@ -72,8 +73,6 @@ def run_pipeline(args: argparse.Namespace, options: PipelineOptions, p: beam.Pip
         else:  # the others would run the job: serialize the graph a runner would be handed
             p.to_runner_api()
         return None
-    from transforms.progress import reporting
-
     with reporting(enabled=args.runner in LOCAL_RUNNERS):  # one line for the job; never on Dataflow
         result = p.run()
         result.wait_until_finish()
@@ -87,8 +86,6 @@ def run_locked(args: argparse.Namespace, options: PipelineOptions, p: beam.Pipel
     job = uuid.uuid4().hex
     if is_dry_run(options):
         return run_pipeline(args, options, p, lambda q: build(q, job))
-    from transforms.output_lock import OutputError, output_lock
-
     try:
         with output_lock(args.output, job, command):
             return run_pipeline(args, options, p, lambda q: build(q, job))

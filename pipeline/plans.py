@@ -6,11 +6,11 @@ from pathlib import Path
 
 import yaml
 
-from graders import safeyaml
-from graders.config import GradersConfigError, load_graders, load_graders_dir
-from graders.opvalue.freeze import validate_content
-from graders.plan import GradingPlan, PlanSet, default_plan
-from graders.trace_rules.config import ConfigError, TraceConfig, default_config, from_mapping, merge
+from graders.families.opvalue.freeze import validate_content
+from graders.families.trace_rules.config import ConfigError, TraceConfig, default_config, from_mapping, merge
+from graders.grading import safeyaml
+from graders.grading.config import GradersConfigError, load_graders, load_graders_dir
+from graders.grading.plan import GradingPlan, PlanSet, default_plan
 
 
 class PlanLoadError(ValueError):

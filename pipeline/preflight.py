@@ -14,12 +14,17 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from graders.families.inline_js.sandbox import JsGraderError, JsSandbox
+from graders.formats import SNIFF_BYTES, sniff
+from graders.runs.layout import run_root_of, session_root_of
+from graders.runs.runfiles import DIR, sorted_entries, split_entry
 from pipeline.errors import UsageError
+from transforms.gcs import use_emulator_if_configured
 
 if TYPE_CHECKING:
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from graders.plan import PlanSet
+    from graders.grading.plan import PlanSet
 
 
 def is_gcs(path: str) -> bool:
@@ -77,8 +82,6 @@ def check_output(output: str, options: PipelineOptions | None = None) -> str:
 
 def _gcs_io(options: PipelineOptions | None) -> Any:
     from apache_beam.io.gcp.gcsio import GcsIO
-
-    from transforms.gcs import use_emulator_if_configured
 
     use_emulator_if_configured()
     return GcsIO(pipeline_options=options)
@@ -157,8 +160,6 @@ def check_places(input_base: str, output: str, allow_empty: bool,
 
 def _first_run(base: str) -> str | None:
     """The first run folder discovery would find under ``base``, listing no further."""
-    from graders.layout import run_root_of, session_root_of
-
     for rel in _local_files(base, "") if not is_gcs(base) else _listed(base):
         root = run_root_of(rel)
         if root is None and _session_file(base, rel):  # a session / trace file of another format
@@ -169,17 +170,13 @@ def _first_run(base: str) -> str | None:
 
 
 def _session_file(base: str, rel: str) -> bool:
-    """Whether ``rel`` is graded as a session file (graders/formats/prepare.py): a ``.jsonl`` or
+    """Whether ``rel`` is graded as a session file (graders/prepare_sessions.py): a ``.jsonl`` or
     ``.ndjson`` always; a local ``.json`` only if a reader recognises it (other JSON documents
     beside runs, manifests and summaries, are strays)."""
-    from graders.layout import session_root_of
-
     if session_root_of(rel) is None:
         return False
     if not rel.endswith(".json") or is_gcs(base):
         return True
-    from graders.formats import SNIFF_BYTES, sniff
-
     try:
         with open(os.path.join(base, rel), "rb") as fh:
             return sniff(rel, fh.read(SNIFF_BYTES)) is not None
@@ -190,8 +187,6 @@ def _session_file(base: str, rel: str) -> bool:
 def _local_files(folder: str, rel: str) -> Iterator[str]:
     """Files below ``folder`` as discovery walks them (symlinked folders are not entered),
     without importing Beam, so a local input is checked before Beam starts."""
-    from graders.runfiles import DIR, sorted_entries, split_entry
-
     for item in sorted_entries(folder):
         name, kind = split_entry(item)
         if kind == DIR:
@@ -223,8 +218,6 @@ def compile_inline_graders(plans: PlanSet, graders: str | None, graders_dir: str
                for entry in plan.enabled if entry.source == "inline" and entry.script]
     if not scripts:
         return 0
-    from graders.js_sandbox import JsGraderError, JsSandbox
-
     sandbox = JsSandbox()
     try:
         for where, grader_id, script in scripts:

@@ -15,6 +15,7 @@ import duckdb
 
 from graders.stats.cells import CellAcc, partition_observations, regression_row, shift, with_q_values
 from pipeline.tables import create_table_view
+from transforms.output_lock import GcsStore
 
 RESULT_COLUMNS = ["run_id", "attempt", "grader_id", "value", "passed", "status", "direction", "unit"]
 VERDICT_COLUMNS = ["run_id", "attempt", "task", "delivered"]
@@ -28,8 +29,6 @@ def has_table(output: str, table: str) -> bool:
 def copy_table(output: str, table: str, into: str) -> int:
     """Copies a ``gs://`` output's ``table`` (its partition files) under ``into``, in the same
     layout; returns the number of files."""
-    from transforms.output_lock import GcsStore  # google-cloud-storage, as the lock reads GCS
-
     store = GcsStore(output)
     count = 0
     for blob in store.bucket.list_blobs(prefix=f"{store.prefix}{table}/"):

@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.dataset as ds
 
-from graders.parquet import ORIGINAL_COLUMN, is_hashed
+from graders.tables.parquet import ORIGINAL_COLUMN, is_hashed
 from schemas.tables import PARTITION_SCHEMA, public_tables
 
 
@@ -30,7 +30,7 @@ def create_table_view(con: duckdb.DuckDBPyConnection, output: str, table: str) -
     """The view ``table`` over a table's partitions, hive partition columns included.
 
     A workflow whose name is too long for a path segment (or is hive's spelling of null) has a
-    hashed segment (``graders.parquet.partition_value``); its files keep the name, which the
+    hashed segment (``graders.tables.parquet.partition_value``); its files keep the name, which the
     view shows instead of the segment's."""
     glob = table_glob(output, table)
     source = (f"read_parquet({_quoted(glob)}, hive_partitioning = true, "

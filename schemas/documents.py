@@ -11,8 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.grader import ManifestEntry
+
 Status = Literal["pass", "fail", "error", "unavailable"]
-Source = Literal["builtin", "inline", "operational-value"]
 
 
 class _Open(BaseModel):
@@ -83,23 +84,6 @@ class GraderResultsFile(_Closed):
     run: RunSummary
     context: ResultsContext
     results: list[GraderResult]
-
-
-class ManifestEntry(_Closed):
-    id: str
-    name: str
-    description: str | None = None
-    source: Source
-    enabled: bool
-    unit: str | None = None
-    direction: Literal["higher_is_better", "lower_is_better"] | None = None
-    threshold: float | None = None
-    max: float | None = None
-    min: float | None = None
-    digest: str | None = None
-    run: str | None = None
-    inline: str | None = None
-    config: Any = None
 
 
 class Manifest(_Closed):

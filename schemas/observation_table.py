@@ -44,6 +44,6 @@ OBSERVATION_KEY = ("run_id", "evaluator_digest", "evidence_at")
 
 
 def observations_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """Rows (as returned by ``graders.opvalue.regrade.regrade``) sorted by key, as an Arrow table."""
+    """Rows (as returned by ``graders.families.opvalue.regrade.regrade``) sorted by key, as an Arrow table."""
     ordered = sorted(rows, key=lambda r: tuple(r[k] for k in OBSERVATION_KEY))
     return pa.Table.from_pylist(ordered, schema=OBSERVATION_SCHEMA)

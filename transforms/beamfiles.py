@@ -9,7 +9,13 @@ from typing import IO, Any, cast
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from graders.runfiles import RunFiles, bounded_listing, listing_sizes, local_listing_files, skipped_warnings
+from graders.runs.runfiles import (
+    RunFiles,
+    bounded_listing,
+    listing_sizes,
+    local_listing_files,
+    skipped_warnings,
+)
 from transforms.gcs import use_emulator_if_configured
 
 # Workers import this module when they unpickle a DoFn, so the hook reaches every process.

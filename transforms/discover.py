@@ -11,9 +11,9 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from graders import runfiles
-from graders.layout import RUN_DIR, artifact_top, run_root_of, session_root_of
-from graders.runfiles import NOT_UTF8, shown_name, utf8_name, walk_local
+from graders.runs import runfiles
+from graders.runs.layout import RUN_DIR, artifact_top, run_root_of, session_root_of
+from graders.runs.runfiles import NOT_UTF8, shown_name, utf8_name, walk_local
 from transforms.beamfiles import join
 from transforms.progress import DISCOVERED, FINISHED, Tally
 
@@ -59,7 +59,7 @@ def _entries(base: str) -> Iterator[tuple[str, int, float]]:
 def _local_entries(top: str) -> Iterator[tuple[str, int, float]]:
     """The regular files below ``top`` with one ``stat`` each, in path order, and the entries
     that are not read (links, special files, unreadable folders, names that are not UTF-8) as
-    negative-size entries (``graders.runfiles.walk_local``): each becomes a warning of its run,
+    negative-size entries (``graders.runs.runfiles.walk_local``): each becomes a warning of its run,
     or a dead letter where it is a folder outside any run.
 
     Without the two ``stat`` calls per file of Beam's ``LocalFileSystem`` and its glob match of

@@ -27,13 +27,13 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from graders.formats.ghaw import is_run_folder
-from graders.jsonio import MAX_FILE_SIZE
-from graders.layout import SESSION_SUFFIXES
-from graders.rows import dead_letter_row
-from graders.runfiles import memory_run_files
-from graders.runmeta import AW_INFO_PATHS, determine_run_meta
-from graders.state import listing_digest
+from graders.formats.ghaw.reader import is_run_folder
+from graders.jsrt.jsonio import MAX_FILE_SIZE
+from graders.runs.layout import SESSION_SUFFIXES
+from graders.runs.runfiles import memory_run_files
+from graders.runs.runmeta import AW_INFO_PATHS, determine_run_meta
+from graders.tables.rows import dead_letter_row
+from graders.tables.state import listing_digest
 from transforms.beamfiles import join
 from transforms.discover import hint_path, list_run
 from transforms.incremental import RunToGrade

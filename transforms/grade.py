@@ -9,11 +9,11 @@ import apache_beam as beam
 from apache_beam import typehints
 from apache_beam.metrics import Metrics
 
-from graders.engine import Executor, grade_trace
-from graders.executors import SANDBOXED_SOURCES, close_executor, make_executor
-from graders.plan import PlanSet, family_ids
+from graders.grading.engine import Executor, grade_trace
+from graders.grading.plan import PlanSet, family_ids
+from graders.grading.registry import close_executor, make_executor, sandboxed_families
 from graders.prepare import PreparedRun, bind_executor
-from graders.rows import counts_part, dead_letter_row, failure_part, result_rows, run_row
+from graders.tables.rows import counts_part, dead_letter_row, failure_part, result_rows, run_row
 
 SANDBOX_MIN_RAM = "4GB"
 
@@ -29,7 +29,7 @@ class GradeFamily(beam.DoFn):
         self.errors = Metrics.counter("fleetgrade", f"grader_errors_{family}")
 
     def setup(self) -> None:
-        if self.family in SANDBOXED_SOURCES:
+        if self.family in sandboxed_families():
             executor = make_executor(self.family, self.plans.allow_unsandboxed)
             if executor is not None:
                 self.executors[self.family] = executor
@@ -57,7 +57,7 @@ COUNTS = "counts"  # GradeFamily's side output: its counts part of each graded r
 
 
 def _run_stub(prep: PreparedRun, plans: PlanSet) -> dict[str, Any]:
-    """The run's ``runs`` row before its status counts are known (graders/rows.py, RUN_PART).
+    """The run's ``runs`` row before its status counts are known (graders/tables/rows.py, RUN_PART).
 
     Only this small row leaves the grading step for the ``runs`` table, never the trace.
     """
@@ -71,7 +71,7 @@ class GradeRuns(beam.PTransform):
     Everything stays in per-family collections, handed to the sink as a table's named parts: the
     local runner materializes a Flatten or a join, which held a row per run of the fleet at once
     (make bench memory). ``runs`` parts become rows where their partition is written
-    (``graders.rows.assemble_runs``); dead letters are one per run (``one_dead_letter_each``).
+    (``graders.tables.rows.assemble_runs``); dead letters are one per run (``one_dead_letter_each``).
     """
 
     def __init__(self, plans: PlanSet, resource_hints: bool = False) -> None:
@@ -91,7 +91,7 @@ class GradeRuns(beam.PTransform):
                 typehints.Dict[str, typehints.Any], **{COUNTS: typehints.Dict[str, typehints.Any]})
             # Only for distributed runners: a hint gives the step its own environment, which keeps
             # the local runner from fusing it with its siblings (every trace would be encoded).
-            if self.resource_hints and family in SANDBOXED_SOURCES:
+            if self.resource_hints and family in sandboxed_families():
                 # A V8 helper or bubblewrap evaluators per worker need headroom beyond the graders.
                 grade = grade.with_resource_hints(min_ram=SANDBOX_MIN_RAM)
             graded = prepared | f"Grade[{family}]" >> grade.with_outputs(COUNTS, main="rows").with_exception_handling()

@@ -1,4 +1,4 @@
-"""The incremental decision (graders/state.py) and reading back what earlier runs wrote."""
+"""The incremental decision (graders/tables/state.py) and reading back what earlier runs wrote."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import msgspec
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from graders.parquet import decode_table, partition_values
-from graders.plan import PlanSet
-from graders.state import GradingDigests, StoredState, listing_digest, listing_fingerprint, unchanged
-from graders.trace_rules.config import TraceConfig
+from graders.families.trace_rules.config import TraceConfig
+from graders.grading.plan import PlanSet
+from graders.tables.parquet import decode_table, partition_values
+from graders.tables.state import GradingDigests, StoredState, listing_digest, listing_fingerprint, unchanged
 from schemas.state_table import STATE_TABLE
 from transforms.beamfiles import join
 from transforms.discover import ListRuns

@@ -10,13 +10,13 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from graders.formats.ghaw import is_run_folder
-from graders.formats.prepare import NotASession, SessionFailure, prepare_sessions
-from graders.layout import SESSION_SUFFIXES, layout_hints
+from graders.formats.ghaw.reader import is_run_folder
 from graders.prepare import PreparedRun, prepare_run
-from graders.rows import dead_letter_row
-from graders.runfiles import RunFiles
-from graders.state import listing_digest, listing_fingerprint
+from graders.prepare_sessions import NotASession, SessionFailure, prepare_sessions
+from graders.runs.layout import SESSION_SUFFIXES, layout_hints
+from graders.runs.runfiles import RunFiles
+from graders.tables.rows import dead_letter_row
+from graders.tables.state import listing_digest, listing_fingerprint
 from transforms.beamfiles import beam_run_files, join
 from transforms.discover import RunListing, hint_path, list_run
 from transforms.heap import tune_gc, tune_heap

@@ -1,7 +1,7 @@
 """Regrade stored runs at an evidence time: ``observations`` rows; failures to the dead letter.
 
 Each prepared run with an archived operational-value evaluator is regraded by the pure core
-(``graders.opvalue.regrade``); the original artifacts are only read. Runs without an evaluator
+(``graders.families.opvalue.regrade``); the original artifacts are only read. Runs without an evaluator
 are skipped and counted; integrity failures (digests, missing original result) and runs that
 cannot be prepared become ``dead_letter`` rows with stage ``regrade``.
 """
@@ -15,11 +15,11 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from graders.opvalue.regrade import regrade
-from graders.opvalue.replay import has_archived_evaluator, regrade_input
-from graders.opvalue.sandbox import SandboxOptions
+from graders.families.opvalue.regrade import regrade
+from graders.families.opvalue.sandbox import SandboxOptions
 from graders.prepare import PreparedRun
-from graders.rows import dead_letter_row
+from graders.replay import has_archived_evaluator, regrade_input
+from graders.tables.rows import dead_letter_row
 from transforms.beamfiles import beam_run_files
 from transforms.prepare import DEAD, PrepareRun, RunToRead
 

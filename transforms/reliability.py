@@ -12,8 +12,8 @@ from typing import Any
 
 import apache_beam as beam
 
-from graders.trace_rules.passk import TaskCounts
-from graders.trace_rules.verdicts import GradeReport
+from graders.families.trace_rules.passk import TaskCounts
+from graders.families.trace_rules.verdicts import GradeReport
 from schemas.version import FLEETGRADE_VERSION
 
 DEFAULT_MAX_K = 5

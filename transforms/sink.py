@@ -32,7 +32,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from graders.parquet import decode_table, encode_table, partition_path
+from graders.tables.parquet import decode_table, encode_table, partition_path
 from schemas.tables import IDENTITY, REPLACE_TABLE
 from transforms.beamfiles import join
 from transforms.heap import tune_heap

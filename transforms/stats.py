@@ -28,7 +28,6 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from graders.parquet import decode_table, partition_values
 from graders.stats.cells import (
     DEFAULT_BASELINE,
     DEFAULT_WINDOW,
@@ -40,6 +39,7 @@ from graders.stats.cells import (
     stats_rows,
     with_q_values,
 )
+from graders.tables.parquet import decode_table, partition_values
 from schemas.version import FLEETGRADE_VERSION
 from transforms.beamfiles import join
 from transforms.incremental import read_table_rows

@@ -1,6 +1,6 @@
 """Trace rules over every graded run: ``trace_verdicts`` rows and ``task_reliability`` aggregates.
 
-A gh-aw run's steps are its preprocessed ``toolCalls`` (graders/trace_rules/ghaw.py). Reruns are
+A gh-aw run's steps are its preprocessed ``toolCalls`` (graders/formats/ghaw/trace.py). Reruns are
 grouped by (workflow, task) with ``CombinePerKey(PassKCombineFn)``; a task's row lands in the
 partition of its latest run date.
 """
@@ -13,11 +13,12 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.transforms.combiners import TupleCombineFn
 
+from graders.families.trace_rules.config import TraceConfig
+from graders.families.trace_rules.verdicts import grade_run
+from graders.formats.ghaw.trace import run_from_ghaw_trace, task_key
 from graders.prepare import PreparedRun
-from graders.trace_rules.config import TraceConfig
-from graders.trace_rules.ghaw import run_from_ghaw_trace, task_key
-from graders.trace_rules.verdicts import grade_run
 from schemas.version import FLEETGRADE_VERSION
+from transforms.grade import failure_row, failure_row_part
 from transforms.reliability import DEFAULT_MAX_K, MergePartials, Partial, PassKCombineFn, task_reliability_row
 
 
@@ -87,8 +88,6 @@ class GradeTraceRules(beam.PTransform):
         self.cfg = cfg
 
     def expand(self, prepared: beam.PCollection) -> dict[str, beam.PCollection]:
-        from transforms.grade import failure_row, failure_row_part
-
         good, bad = prepared | "Grade[trace-rules]" >> beam.Map(verdict_row, self.cfg).with_exception_handling()
         dead = bad | "TraceRulesFailureRows" >> beam.Map(failure_row)
         return {"verdicts": good, "dead_letter": dead,

@@ -4,27 +4,28 @@ A reader turns one file (plus the files it names, such as a Claude Code session'
 transcripts) into :class:`~graders.formats.session.Session` objects: identity read from the file,
 a gh-aw-shaped trace dict the built-in graders grade with their unchanged formulas, and the
 trace-rules ``Run``. gh-aw artifact folders are the ``gh-aw`` format: they keep going through
-``graders.preprocess`` exactly as before (graders/formats/ghaw.py).
+``graders.formats.ghaw.preprocess`` exactly as before (graders/formats/ghaw/reader.py).
 
-Adding a format is one module that defines a :class:`Format` and registers it with
-:func:`register`, plus its import at the bottom of this file (docs/formats.md, "How to add a format").
+Readers live in the one plugin registry (graders/grading/registry.py), kind ``input_format``:
+a reader module decorates its class with ``@input_format("<kind>")`` and the catalog
+(graders/families/catalog.py) imports the module (docs/formats.md, "How to add a format").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Protocol, cast
 
 from graders.formats.session import FormatError, Session, Source
+from graders.grading.registry import REGISTRY
 
-__all__ = ["FORMATS", "Format", "FormatError", "Session", "Source", "read_file", "register", "sniff"]
+__all__ = ["Format", "FormatError", "Session", "Source", "formats", "get_format", "read_file", "sniff"]
 
 # How many leading bytes a sniffer sees: enough for the first record of every format seen.
 SNIFF_BYTES = 64 * 1024
 
 
 class Format(Protocol):
-    """One input format. ``kind`` is what ``runs.source_kind`` says for its runs."""
+    """One input format. ``kind`` is its registry name and what ``runs.source_kind`` says."""
 
     kind: str
     folder: bool  # sniffed on a folder's listing (gh-aw), not on one file
@@ -36,24 +37,21 @@ class Format(Protocol):
         """The sessions of one file; raises :class:`FormatError` (naming the file) when it cannot."""
 
 
-# The registry: kind -> format.
-FORMATS: dict[str, Format] = {}
+def formats() -> list[Format]:
+    """Every registered input format, in registration order (readers are stateless: a fresh
+    instance each time costs nothing and keeps the registry the one place that holds them)."""
+    return [cast(Format, REGISTRY.create("input_format", name)) for name in REGISTRY.names("input_format")]
 
-F = TypeVar("F", bound=Callable[[], Format])
 
-
-def register(factory: F) -> F:
-    """Class decorator: register one instance of a format under its ``kind``."""
-    fmt = factory()
-    if fmt.kind in FORMATS:
-        raise ValueError(f"input format {fmt.kind!r} registered twice")
-    FORMATS[fmt.kind] = fmt
-    return factory
+def get_format(kind: str) -> Format:
+    """The input format registered as ``kind``; ``PluginError`` when there is none."""
+    return cast(Format, REGISTRY.create("input_format", kind))
 
 
 def sniff(name: str, head: bytes) -> Format | None:
-    """The first registered file format that recognises the file, or None."""
-    for fmt in FORMATS.values():
+    """The first registered file format that recognises the file, or None. Sniffing is
+    unambiguous (tests/graders/formats check no sample is claimed twice), so order does not matter."""
+    for fmt in formats():
         if not fmt.folder and fmt.sniff(name, head):
             return fmt
     return None
@@ -64,20 +62,8 @@ def read_file(source: Source) -> list[Session]:
     fmt = sniff(source.name, source.data[:SNIFF_BYTES])
     if fmt is None:
         raise FormatError(f"{source.name}: not a recognised agent session or trace format "
-                          f"(tried {', '.join(k for k, f in FORMATS.items() if not f.folder)})")
+                          f"(tried {', '.join(sorted(f.kind for f in formats() if not f.folder))})")
     sessions = fmt.read(source)
     if not sessions:
         raise FormatError(f"{source.name}: a {fmt.kind} file with no session in it")
     return sessions
-
-
-# Each module registers its format on import. Sniffing is unambiguous (the formats' first records
-# differ; tests/graders/formats check no sample is claimed twice), so the order is only the imports'.
-from graders.formats import aw_session as _aw_session  # noqa: E402
-from graders.formats import claude_code as _claude_code  # noqa: E402
-from graders.formats import copilot as _copilot  # noqa: E402
-from graders.formats import ghaw as _ghaw  # noqa: E402
-from graders.formats import hooks as _hooks  # noqa: E402
-from graders.formats import otlp as _otlp  # noqa: E402
-
-del _aw_session, _otlp, _copilot, _claude_code, _hooks, _ghaw

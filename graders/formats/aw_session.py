@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders.formats import register
 from graders.formats.session import (
     Call,
     FormatError,
@@ -30,6 +29,7 @@ from graders.formats.session import (
     json_lines,
     text,
 )
+from graders.grading.registry import input_format
 
 KIND = "aw-session"
 FORMAT_VERSION = 1
@@ -122,7 +122,7 @@ def read_session(source: Source) -> Session:
     return session
 
 
-@register
+@input_format(KIND)
 class AwSession:
     kind = KIND
     folder = False

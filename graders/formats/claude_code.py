@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from graders.formats import register
+from graders.formats.jsonl import Warn, ignore_warning, iter_objects
+from graders.formats.model import Run, Step
 from graders.formats.session import (
     Call,
     FormatError,
@@ -32,8 +33,7 @@ from graders.formats.session import (
     json_lines,
     text,
 )
-from graders.trace_rules.jsonl import Warn, ignore_warning, iter_objects
-from graders.trace_rules.model import Run, Step
+from graders.grading.registry import input_format
 
 KIND = "claude-code"
 Line = str | bytes | dict[str, Any]
@@ -246,7 +246,7 @@ def _looks_like_transcript(obj: dict[str, Any] | None, head: bytes) -> bool:
     return head.lstrip().startswith(b"{") and (b'"parentUuid"' in head[:4096] and b'"sessionId"' in head)
 
 
-@register
+@input_format(KIND)
 class ClaudeCode:
     kind = KIND
     folder = False

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from graders.formats import register
+from graders.formats.jsonl import Warn, ignore_warning, iter_objects
+from graders.formats.model import Run, Step
 from graders.formats.session import (
     Call,
     FormatError,
@@ -36,8 +37,7 @@ from graders.formats.session import (
     json_lines,
     text,
 )
-from graders.trace_rules.jsonl import Warn, ignore_warning, iter_objects
-from graders.trace_rules.model import Run, Step
+from graders.grading.registry import input_format
 
 KIND = "copilot-cli"
 OBSERVATION_CHARS = 200
@@ -211,7 +211,7 @@ _EVENT_TYPES = ("session.start", "session.init", "session.info", "session.model_
                 "assistant.message", "assistant.turn_start", "tool.execution_start", "hook.start")
 
 
-@register
+@input_format(KIND)
 class Copilot:
     kind = KIND
     folder = False

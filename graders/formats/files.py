@@ -1,5 +1,5 @@
 """Sessions from a local file or folder, for ``fleetgrade trace --input``: the folder is read the
-way ``fleetgrade run`` discovers one (graders/layout.py): gh-aw run folders as the ``gh-aw``
+way ``fleetgrade run`` discovers one (graders/runs/layout.py): gh-aw run folders as the ``gh-aw``
 format, every other ``.jsonl``/``.json``/``.ndjson`` file by the reader that recognises it, a
 Claude Code session's ``subagents/`` files with their session.
 """
@@ -10,10 +10,10 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from graders.formats import FORMATS, FormatError, Session, Source, read_file
-from graders.formats.ghaw import is_run_folder
-from graders.layout import run_root_of, session_root_of
-from graders.runfiles import local_run_files
+from graders.formats import FormatError, Session, Source, get_format, read_file
+from graders.formats.ghaw.reader import is_run_folder
+from graders.runs.layout import run_root_of, session_root_of
+from graders.runs.runfiles import local_run_files
 
 Warn = Callable[[str], None]
 # ``<session>/subagents/agent-<id>.jsonl`` anywhere below the input.
@@ -43,7 +43,7 @@ def read_input(path: str, warn: Warn) -> list[Session]:
         raise FileNotFoundError(2, "no such file or folder", path)
     files = sorted(p.relative_to(top).as_posix() for p in top.rglob("*") if p.is_file() and not p.is_symlink())
     if is_run_folder(files):
-        return FORMATS["gh-aw"].read(Source(path, files=local_run_files(top)))
+        return get_format("gh-aw").read(Source(path, files=local_run_files(top)))
     sessions: list[Session] = []
     runs: set[str] = set()
     listed = set(files)
@@ -52,7 +52,7 @@ def read_input(path: str, warn: Warn) -> list[Session]:
         if root is not None:
             if root not in runs:
                 runs.add(root)
-                sessions.extend(FORMATS["gh-aw"].read(Source(f"{path.rstrip('/')}/{root}",
+                sessions.extend(get_format("gh-aw").read(Source(f"{path.rstrip('/')}/{root}",
                                                              files=local_run_files(top / root))))
             continue
         if session_root_of(rel) is None:

@@ -23,7 +23,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from graders.formats import register
+from graders.formats.jsonl import Warn, ignore_warning, iter_objects
+from graders.formats.model import Run, Step
 from graders.formats.session import (
     Call,
     FormatError,
@@ -34,8 +35,7 @@ from graders.formats.session import (
     iso_time,
     json_lines,
 )
-from graders.trace_rules.jsonl import Warn, ignore_warning, iter_objects
-from graders.trace_rules.model import Run, Step
+from graders.grading.registry import input_format
 
 KIND = "hook-log"
 Line = str | bytes | dict[str, Any]
@@ -195,7 +195,7 @@ def read_sessions(source: Source) -> list[Session]:
     return sessions
 
 
-@register
+@input_format(KIND)
 class HookLog:
     kind = KIND
     folder = False

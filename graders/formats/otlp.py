@@ -21,7 +21,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from graders.formats import register
 from graders.formats.session import (
     Call,
     FormatError,
@@ -34,6 +33,7 @@ from graders.formats.session import (
     iso_time,
     text,
 )
+from graders.grading.registry import input_format
 
 KIND = "otel-genai"
 LLM_OPERATIONS = frozenset({"chat", "generate_content", "text_completion"})
@@ -248,7 +248,7 @@ def read_sessions(source: Source) -> list[Session]:
     return sessions
 
 
-@register
+@input_format(KIND)
 class OtlpGenAI:
     kind = KIND
     folder = False

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from graders.trace_rules.model import Run, Step
+from graders.formats.ghaw.trace import run_from_ghaw_trace
+from graders.formats.model import Run, Step
 
 if TYPE_CHECKING:
-    from graders.runfiles import RunFiles
+    from graders.runs.runfiles import RunFiles
 
 # Retrieval (path/pattern/query/url) and action (file_path/command) args: what grounding needs.
 STEP_ARG_KEYS = ("file_path", "path", "pattern", "query", "command", "url", "prompt")
@@ -93,8 +94,6 @@ class Session:
         """The trace-rules run: every call a step, subagent calls attributed (``Step.agent``)."""
         rid = run_id or self.run_id or self.source
         if self.trace_dict is not None:  # a gh-aw run: its steps are its preprocessed tool calls
-            from graders.trace_rules.ghaw import run_from_ghaw_trace
-
             run = run_from_ghaw_trace(self.trace_dict, task or self.workflow or rid, rid)
             run.ok = self.delivered
             return run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -63,6 +64,9 @@ def test_the_driver_grades_each_run_from_its_own_folder(tmp_path: Path, monkeypa
         ref.set_runs(runs)
         assert ref.shims == ["error_helpers.cjs"]  # absent from the copy: the driver stood in
         assert len(ref.one_pass()) == 2
+        assert all(ref.one(i) >= 0 for i in range(2))  # one run at a time, as the tiers interleave them
+        with pytest.raises(RuntimeError, match="unknown command"):
+            ref.one(2)  # no third run
         values = [{r["id"]: r["value"] for r in ref.results(run)} for run in runs]
     # /tmp/gh-aw/agent_output.json was read from each run's folder, and the shim answered.
     assert values == [{"artifact-production": 1, "objective-coverage": 1},
@@ -100,3 +104,26 @@ def test_setup_copies_the_modules_and_what_they_require(tmp_path: Path, monkeypa
     copied, missing = ghaw_setup.copy_sources(tmp_path / "mirror.git", tmp_path / "out2")
     assert sorted(copied) == ["deeper.cjs", "error_helpers.cjs", "trace_graders.cjs", "trajectory_graders.cjs"]
     assert (tmp_path / "out2" / "deeper.cjs").is_file() and not (tmp_path / "out2" / "unrelated.cjs").exists()
+
+
+def test_setup_takes_a_folder_of_modules_and_says_whether_they_are_the_recorded_copies(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    js = _fake_checkout(tmp_path / "work-tree")
+    copied, _ = ghaw_setup.copy_sources(js, tmp_path / "out")  # the modules' own folder, not a checkout
+    assert sorted(copied) == ["trace_graders.cjs", "trajectory_graders.cjs"]
+    status = ghaw_setup.recorded_status(tmp_path / "out")
+    assert status.startswith("not the recorded copies: trace_graders.cjs, trajectory_graders.cjs differ")
+
+    # Copies whose digests are the recorded ones are named so (the digests are checked, not the names).
+    recorded = json.loads(ghaw_setup.RECORDED.read_text())["files"]
+    fake = tmp_path / "recorded"
+    fake.mkdir()
+    for name in recorded:
+        (fake / name).write_text("x")
+    patched = {name: {**entry, "sha256": hashlib.sha256(b"x").hexdigest()} for name, entry in recorded.items()}
+    record = tmp_path / "sources.json"
+    record.write_text(json.dumps({"files": patched}))
+    monkeypatch.setattr(ghaw_setup, "RECORDED", record)
+    assert ghaw_setup.recorded_status(fake) == "the recorded copies (bench/gh-aw-sources.json)"
+    (fake / "trajectory_graders.cjs").write_text("y")
+    assert ghaw_setup.recorded_status(fake).endswith("trajectory_graders.cjs differ from bench/gh-aw-sources.json")

@@ -8,8 +8,26 @@ from bench.__main__ import main
 from bench.targets import FLAT, all_met, judge
 
 
-def _rows(pipeline: tuple[float, float], large_core: float, peaks: tuple[float, ...]) -> list[dict]:
+def _tier_rows(reference: tuple[float | None, ...], floor: tuple[float, ...]) -> list[dict]:
+    """Per tier, the core / reference row (none measured: value None and a reason) and the core /
+    parse floor row, as bench/tiers.py and bench/reference.py write them."""
+    rows = []
+    for tier, ref, fl in zip(("mixed", "ir-heavy", "tool-call-heavy"), reference, floor, strict=True):
+        if ref is None:
+            rows.append({"part": "tiers", "name": f"tier {tier}: core / reference", "value": None, "unit": "ratio",
+                         "target": "tier-reference", "note": "reference not measured: node is not installed"})
+        else:
+            rows.append({"part": "tiers", "name": f"tier {tier}: core / reference", "value": ref, "unit": "ratio",
+                         "ratio": ref, "target": "tier-reference"})
+        rows.append({"part": "tiers", "name": f"tier {tier}: core / parse floor", "value": fl, "unit": "ratio",
+                     "ratio": fl, "target": "tier-floor"})
+    return rows
+
+
+def _rows(pipeline: tuple[float, float], large_core: float, peaks: tuple[float, ...],
+          reference: tuple[float | None, ...] = (2.5, 2.1, 3.0), floor: tuple[float, ...] = (0.6, 0.55, 0.7)) -> list[dict]:
     rows = [
+        *_tier_rows(reference, floor),
         {"part": "pipeline", "name": "pipeline in-process: excluding start-up", "value": 1.0, "unit": "s",
          "ratio": pipeline[0], "target": "pipeline"},
         {"part": "pipeline", "name": "pipeline multi-process x2: excluding start-up", "value": 1.0, "unit": "s",
@@ -36,17 +54,30 @@ def _rows(pipeline: tuple[float, float], large_core: float, peaks: tuple[float, 
 
 def test_every_target_met():
     judged = judge(_rows((1.4, 0.8), 0.52, (1.01, 1.02, FLAT)))
-    assert [r["ratio"] for r in judged] == [1.4, 0.52, FLAT]
+    assert [r["ratio"] for r in judged] == [1.4, 0.52, FLAT, 2.1, 0.55]
     assert all(r["note"].startswith("met (") and r["met"] is True for r in judged)
     assert all_met(judged)
 
 
 def test_the_worst_row_decides_and_is_named():
-    judged = judge(_rows((1.2, 1.6), 0.49, (1.01, 1.06, 1.02)))
-    assert [r["ratio"] for r in judged] == [1.6, 0.49, 1.06]
+    judged = judge(_rows((1.2, 1.6), 0.49, (1.01, 1.06, 1.02), (2.5, 1.9, 3.0), (0.6, 0.7, 0.45)))
+    assert [r["ratio"] for r in judged] == [1.6, 0.49, 1.06, 1.9, 0.45]
     assert all(r["note"].startswith("NOT met") and r["met"] is False for r in judged)
     assert "worst: pipeline multi-process x2: excluding start-up" in judged[0]["note"]
     assert "worst: pipeline multi-process x2, largest worker: peak RSS at 10000 runs" in judged[2]["note"]
+    assert "worst: tier ir-heavy: core / reference" in judged[3]["note"]
+    assert "worst: tier tool-call-heavy: core / parse floor" in judged[4]["note"]
+    assert not all_met(judged)
+
+
+def test_a_tier_whose_reference_was_not_measured_leaves_the_target_not_measured():
+    # The other tiers' ratios meet the target, but the missing one could be the worst.
+    judged = judge(_rows((1.4, 0.8), 0.52, (1.01, 1.02, 1.0), (2.5, None, 3.0)))
+    ref = judged[3]
+    assert ref["value"] is None and "ratio" not in ref and ref["met"] is False
+    assert ref["note"].startswith("not measured (target >= 2)")
+    assert "tier ir-heavy: core / reference: reference not measured: node is not installed" in ref["note"]
+    assert all_met(judged[:3] + judged[4:])
     assert not all_met(judged)
 
 
@@ -54,7 +85,7 @@ def test_a_target_without_rows_is_not_measured_never_met():
     rows = [r for r in _rows((1.0, 1.0), 0.9, (1.0, 1.0, 1.0)) if r["part"] != "memory"]
     judged = judge(rows)
     assert judged[2]["value"] is None and judged[2]["note"].startswith("not measured") and not judged[2]["met"]
-    assert all_met(judged[:2])
+    assert all_met(judged[:2] + judged[3:])
     assert not all_met(judged)
 
 
@@ -66,14 +97,14 @@ def test_check_fails_when_a_target_is_not_measured(tmp_path, capsys):
         raise AssertionError(f"{name} in the results: not JSON")
 
     rows = json.loads(out.read_text(), parse_constant=no_constants)  # no NaN for what was not measured
-    assert [r["part"] for r in rows] == ["targets"] * 3
+    assert [r["part"] for r in rows] == ["targets"] * 5
     assert "not measured" in capsys.readouterr().out
 
 
 def test_a_quick_run_says_its_verdicts_are_indicative():
     rows = _rows((1.6, 0.8), 0.45, (1.01, 1.02, 1.0))
     judged = judge(rows, quick=True)
-    assert [r["met"] for r in judged] == [False, False, True]  # judged all the same
+    assert [r["met"] for r in judged] == [False, False, True, True, True]  # judged all the same
     assert all(r["note"].endswith("[quick fleets: indicative only; the targets are judged by make bench]")
                for r in judged)
     assert not any("indicative" in r["note"] for r in judge(rows))

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from graders import registry
-from graders.engine import grade_trace
-from graders.jscompat import js_stringify
-from graders.plan import plan_with_overrides
-from graders.preprocess import PreprocessReport, preprocess, read_evals
-from graders.runfiles import local_run_files
+from graders.formats.ghaw.preprocess import PreprocessReport, preprocess, read_evals
+from graders.grading import registry
+from graders.grading.engine import grade_trace
+from graders.grading.plan import plan_with_overrides
+from graders.jsrt.jscompat import js_stringify
+from graders.runs.runfiles import local_run_files
 from tests.conformance.ghaw_cases import Case, deep_equal, load_cases, result_disagreements
 
 CASES = load_cases()

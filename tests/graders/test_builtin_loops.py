@@ -5,8 +5,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.builtin import _call_name, _or, loops
-from graders.jscompat import UNDEFINED, js_string, js_stringify
+from graders.families.builtin import _call_name, _or, loops
+from graders.jsrt.jscompat import UNDEFINED, js_string, js_stringify
 
 
 def reference_loops(calls: list[Any]) -> int:

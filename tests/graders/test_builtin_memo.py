@@ -2,10 +2,10 @@
 
 from unittest.mock import patch
 
-from graders import builtin
-from graders.engine import grade_trace
-from graders.plan import default_plan
-from graders.registry import GraderContext
+from graders.families import builtin
+from graders.grading.engine import grade_trace
+from graders.grading.plan import default_plan
+from graders.grading.registry import GraderContext
 
 
 def _trace(calls):

@@ -5,8 +5,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.builtin import _safe_nonneg_int, working_set_rebuild_factor
-from graders.lazyjson import JsonLines
+from graders.families.builtin import _safe_nonneg_int, working_set_rebuild_factor
+from graders.jsrt.lazyjson import JsonLines
 
 _values = st.lists(
     st.one_of(st.integers(0, 20_000), st.integers(-(2**60), 2**60), st.sampled_from([2**53 - 1, 2**53, -1, 0]),
@@ -35,7 +35,7 @@ def test_working_set_matches_its_definition(raw: list[Any]) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(st.integers(0, 20_000), st.integers(-(2**53 - 1), 2**53 - 1)), max_size=30))
 def test_a_safe_int_column_is_summed_as_its_definition(raw: list[int]) -> None:
-    from graders.lazyjson import SafeInts
+    from graders.jsrt.lazylist import SafeInts
 
     as_column = {"tokenUsageEntries": JsonLines([b"{}"] * len(raw), {"input_tokens": SafeInts(raw)})}
     assert working_set_rebuild_factor(as_column, None) == reference(raw)  # type: ignore[arg-type]

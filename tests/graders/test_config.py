@@ -10,17 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders import registry
-from graders.builtin import BUILTIN_IDS
-from graders.config import (
+from graders.grading import registry
+from graders.grading.config import (
     GradersConfigError,
     load_graders,
     load_graders_dir,
     parse_graders,
     valid_run_path,
 )
-from graders.plan import GradingPlan, default_plan
+from graders.grading.plan import GradingPlan, default_plan
+from schemas.documents import Manifest
 
+BUILTIN_IDS = registry.grader_ids("builtin")
 BUILTINS_LIST = ", ".join(BUILTIN_IDS)
 OV = "operational-value"
 OV_RUN = {"run": ".github/workflows/graders/ov.sh"}
@@ -264,14 +265,11 @@ def test_invalid_run_paths(path: str) -> None:
 
 
 @pytest.fixture
-def trajectory_spec(monkeypatch: pytest.MonkeyPatch) -> str:
-    """A trajectory grader in the registry (the real ones land from another branch)."""
+def trajectory_spec() -> str:
+    """A registered grader that is not one of gh-aw's ten built-ins."""
     gid = "skill-constraint-coverage"
-    if registry.get(gid) is None:
-        spec = registry.GraderSpec(id=gid, name="Skill Constraint Coverage", description="coverage", unit="ratio",
-                                   direction="higher_is_better", family="trajectory", fn=lambda t, c: None,
-                                   min=0, max=1)
-        monkeypatch.setitem(registry._REGISTRY, gid, spec)
+    spec = registry.get(gid)
+    assert spec is not None and spec.family == "trajectory"
     return gid
 
 
@@ -367,13 +365,11 @@ def test_plain_files_hold_the_map_itself(tmp_path: Path) -> None:
 
 
 def test_manifest_round_trips_through_the_schema(tmp_path: Path) -> None:
-    from schemas.config import GraderManifest
-
     plan = parse_graders({"loops": {"enabled": False, "config": {"k": 1}}, "my-x": {"script": "return 1"},
                           OV: {"script": "#!/bin/bash\necho '[]'\n", "min": 0, "max": 1}})
     assert plan is not None
     manifest = plan.manifest()
-    model = GraderManifest.model_validate_json(json.dumps(manifest))
+    model = Manifest.model_validate_json(json.dumps(manifest))
     assert [e.manifest_entry() for e in model.graders] == manifest["graders"]
     assert [e.id for e in model.graders][-3:] == ["my-x", OV, "loops"]
 
@@ -413,7 +409,7 @@ def test_manifest_does_not_depend_on_key_order(order: list[str], disabled: set[s
     ("\x00\x7f", '"\\x00\\x7f"'), ("a\nb\tc", '"a\\nb\\tc"'), ("\U0001f600", '"\U0001f600"'), ("\u00a0", '"\\u00a0"'),
 ])
 def test_go_quote(text: str, quoted: str) -> None:
-    from graders.config_errors import go_quote
+    from graders.grading.config_errors import go_quote
 
     assert go_quote(text) == quoted
 

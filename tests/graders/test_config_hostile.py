@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from graders.config import load_graders
-from graders.config_errors import GradersConfigError
-from graders.safeyaml import MAX_YAML_BYTES, YamlLimitError, check_expansion
-from graders.trace_rules.config import load_mapping
+from graders.families.trace_rules.config import load_mapping
+from graders.grading.config import load_graders
+from graders.grading.config_errors import GradersConfigError
+from graders.grading.safeyaml import MAX_YAML_BYTES, YamlLimitError, check_expansion
 from pipeline.plans import PlanLoadError, load_trace_config
 from tests.conftest import REPO
 

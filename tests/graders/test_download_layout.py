@@ -1,4 +1,4 @@
-"""`gh aw logs` downloads grade as their artifact root did (graders/download_layout.py).
+"""`gh aw logs` downloads grade as their artifact root did (graders/runs/download_layout.py).
 
 Each case builds a run folder the way a download lays it out and the artifact-root folder the
 in-job grader saw (from the real samples in tests/data/real/gh_aw_logs where they exist, else
@@ -17,14 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.download_layout import (
+from graders.runs.download_layout import (
     AGENT_PREFIXES,
     SANDBOX_TOKEN_USAGE,
     USAGE_TOKEN_USAGE,
     artifact_root_paths,
 )
-from graders.layout import run_root_of
-from graders.runfiles import local_run_files
+from graders.runs.layout import run_root_of
+from graders.runs.runfiles import local_run_files
 from pipeline.cli import main
 from tests.conftest import REPO
 

@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from graders.engine import grade_trace
-from graders.jscompat import js_stringify
-from graders.jsonio import JsonTooDeep, parse_json
-from graders.layout import layout_hints
-from graders.plan import GradingPlan, PlanEntry
+from graders.grading.engine import grade_trace
+from graders.grading.plan import GradingPlan, PlanEntry
+from graders.jsrt.jscompat import js_stringify
+from graders.jsrt.jsonio import JsonTooDeep, parse_json
 from graders.prepare import UnreadableRunError, prepare_run
-from graders.rows import result_rows
-from graders.runfiles import (
+from graders.runs.layout import layout_hints
+from graders.runs.runfiles import (
     NOT_UTF8,
     SPECIAL,
     SYMLINK,
@@ -28,7 +27,8 @@ from graders.runfiles import (
     open_regular,
     walk_local,
 )
-from graders.runmeta import MetadataError, determine_run_meta
+from graders.runs.runmeta import MetadataError, determine_run_meta
+from graders.tables.rows import result_rows
 from schemas.documents import RunMeta
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graders.js_sandbox import JsGraderError, JsSandbox
+from graders.families.inline_js.sandbox import JsGraderError, JsSandbox
 
 # 16 ArrayBuffers of 256 MiB: 4 GiB of backing stores, none of it on the V8 heap.
 ARRAY_BUFFERS = "const kept = []; for (let i = 0; i < 16; i++) kept.push(new ArrayBuffer(256 * 1024 * 1024));" \

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from graders import js_sandbox
-from graders.engine import grade_one, grade_trace
-from graders.js_sandbox import JsGraderError, JsSandbox
-from graders.plan import GradingPlan, PlanEntry
-from graders.registry import GraderContext
+from graders.families.inline_js import sandbox as js_sandbox
+from graders.families.inline_js.sandbox import JsGraderError, JsSandbox
+from graders.grading.engine import grade_one, grade_trace
+from graders.grading.plan import GradingPlan, PlanEntry
+from graders.grading.registry import GraderContext
 
 TRACE: dict[str, Any] = {
     "toolCalls": [{"name": f"tool-{i % 7}", "arguments": {"i": i}, "success": i % 5 != 0} for i in range(200)],
@@ -251,7 +251,7 @@ def test_payload_json_follows_json_stringify() -> None:
 
 
 def test_a_configured_plan_grades_end_to_end(sandbox: JsSandbox, tmp_path: Any) -> None:
-    from graders.config import load_graders
+    from graders.grading.config import load_graders
 
     wf = tmp_path / "wf.md"
     wf.write_text("---\ngraders:\n  tool-success-rate: {threshold: 0.9}\n  calls-per-request:\n"

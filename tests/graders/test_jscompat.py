@@ -3,7 +3,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.jscompat import (
+from graders.jsrt.jscompat import (
     UNDEFINED,
     js_number,
     js_number_or_zero,
@@ -82,7 +82,7 @@ _awkward_json = st.recursive(
 @settings(max_examples=400, deadline=None)
 @given(_awkward_json)
 def test_orjson_fast_path_writes_exactly_the_reference_text(value):
-    from graders.jscompat import _stable_stringify, _stringify, js_stringify, stable_stringify
+    from graders.jsrt.jscompat import _stable_stringify, _stringify, js_stringify, stable_stringify
 
     assert stable_stringify(value) == _stable_stringify(value)
     assert js_stringify(value) == _stringify(value)
@@ -92,7 +92,7 @@ def test_orjson_fast_path_writes_exactly_the_reference_text(value):
 @given(st.lists(st.sampled_from([b"0", b"7", b".", b"e", b"E", b'"', b":", b",", b"{", b"[", b"-", b"a", b"\xc3\xa9"]),
                 max_size=30).map(b"".join))
 def test_the_shape_precheck_never_hides_a_pattern_match(text):
-    from graders.jscompat import _FLOAT_TOKEN, _INDEX_KEY, _SHAPE
+    from graders.jsrt.jscompat import _FLOAT_TOKEN, _INDEX_KEY, _SHAPE
 
     shape = text.translate(_SHAPE)
     assert b"0." in shape or not _FLOAT_TOKEN.search(text)

@@ -9,16 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.jscompat import (
-    UNDEFINED,
-    JsRegexError,
-    compile_js_regex,
-    is_safe_integer,
-    js_join,
-    js_to_fixed,
-    utf16_slice,
-    utf16_units,
-)
+from graders.jsrt.jscompat import UNDEFINED, is_safe_integer, js_join, js_to_fixed
+from graders.jsrt.jsregex import JsRegexError, compile_js_regex, utf16_slice, utf16_units
 
 
 @pytest.mark.parametrize(
@@ -147,7 +139,7 @@ def test_untranslatable_lookbehind_is_invalid() -> None:
 try:  # a real V8 (mini-racer) when installed; the differential test is skipped otherwise
     from py_mini_racer import MiniRacer
 
-    from graders.js_sandbox import _init_v8
+    from graders.families.inline_js.sandbox import _init_v8
 
     # V8 takes its flags once per process: start it as the inline-grader sandbox does, so the
     # sandbox tests that share this process still get a hardened V8.

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from graders import jsmatch
-from graders.engine import grade_one
-from graders.jscompat import JsRegexError, compile_js_regex, utf16_units
-from graders.jsmatch import Budget, JsRegexTimeout, compile_js_matcher, to_re2
-from graders.plan import PlanEntry
-from graders.registry import GraderContext
+from graders.grading.engine import grade_one
+from graders.grading.plan import PlanEntry
+from graders.grading.registry import GraderContext
+from graders.jsrt import jsmatch
+from graders.jsrt.jsmatch import Budget, JsRegexTimeout, compile_js_matcher, to_re2
+from graders.jsrt.jsregex import JsRegexError, compile_js_regex, utf16_units
 
 CATASTROPHIC_LINEAR = "(a+)+$"
 # Lookahead keeps this one off RE2; it backtracks exponentially in any backtracking engine.

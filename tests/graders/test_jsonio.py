@@ -3,7 +3,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.jsonio import JsonError, JsonlStats, iter_jsonl, parse_json, parse_json_document
+from graders.jsrt.jsonio import JsonError, JsonlStats, iter_jsonl, parse_json, parse_json_document
 
 
 def test_parse_follows_json_parse():
@@ -70,13 +70,13 @@ def test_long_digit_run_detection_matches_the_regex(parts):
     import re
     from unittest.mock import patch
 
-    import graders.digits
-    from graders.digits import has_long_digit_run
+    import graders.jsrt.digits
+    from graders.jsrt.digits import has_long_digit_run
 
     data = b"".join(parts)
-    # Both scans: bytes.translate below graders.digits._NUMPY_FROM bytes, numpy words above.
-    for numpy_from in (graders.digits._NUMPY_FROM, 16):
-        with patch.object(graders.digits, "_NUMPY_FROM", numpy_from):
+    # Both scans: bytes.translate below graders.jsrt.digits._NUMPY_FROM bytes, numpy words above.
+    for numpy_from in (graders.jsrt.digits._NUMPY_FROM, 16):
+        with patch.object(graders.jsrt.digits, "_NUMPY_FROM", numpy_from):
             for start in range(min(8, len(data) + 1)):  # every alignment of the 8-byte words
                 expected = re.search(rb"[0-9]{16}", data[start:]) is not None
                 assert has_long_digit_run(data[start:]) == expected
@@ -92,8 +92,8 @@ _BLOCK_PARTS = [b"0", b"9", b"12345678", b"12345678901234567", b"{}", b'{"a":1}'
 def test_a_blocks_screen_answers_are_those_of_its_lines(parts, block_size):
     """``iter_line_batches`` answers the screen from each block's bytes; a plain list of the
     same lines, screened line by line, gets the same answers, whatever the block boundaries."""
-    from graders.jsonio import LineBatch, _screen
-    from graders.runfiles import memory_run_files
+    from graders.jsrt.jsonio import LineBatch, _screen
+    from graders.runs.runfiles import memory_run_files
 
     data = b"".join(parts)
     files = memory_run_files({"x.jsonl": data})
@@ -108,8 +108,8 @@ def test_a_blocks_screen_answers_are_those_of_its_lines(parts, block_size):
 
 
 def test_a_line_carried_over_many_blocks_is_screened_for_its_length():
-    from graders.jsonio import MAX_LINE_LENGTH, _screen
-    from graders.runfiles import memory_run_files
+    from graders.jsrt.jsonio import MAX_LINE_LENGTH, _screen
+    from graders.runs.runfiles import memory_run_files
 
     within = b"[" + b"0," * ((MAX_LINE_LENGTH - 3) // 2) + b"0]"
     long = within + b"  "  # still within the limit once trimmed

@@ -8,14 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.builtin import working_set_rebuild_factor
-from graders.js_sandbox import payload_json
-from graders.jscompat import js_number_or_zero, js_stringify, js_truthy
-from graders.jsonio import JsonlStats, iter_jsonl, parse_jsonl_items
-from graders.lazyjson import JsonLines, Parsed, TokenSteps, load_item
-from graders.preprocess import TOKEN_USAGE_PATHS, preprocess
-from graders.registry import GraderContext
-from graders.runfiles import memory_run_files
+from graders.families.builtin import working_set_rebuild_factor
+from graders.families.inline_js.sandbox import payload_json
+from graders.formats.ghaw.preprocess import TOKEN_USAGE_PATHS, preprocess
+from graders.grading.registry import GraderContext
+from graders.jsrt.jscompat import js_number_or_zero, js_stringify, js_truthy
+from graders.jsrt.jsonio import JsonlStats, Parsed, iter_jsonl, parse_jsonl_items
+from graders.jsrt.lazyjson import JsonLines, load_item
+from graders.jsrt.lazylist import TokenSteps
+from graders.runs.runfiles import memory_run_files
 
 # Lines that exercise every rule: records, scalars, blanks, invalid text, literal null,
 # JavaScript-only whitespace, long digit runs (beyond 2**53), bad UTF-8, CRLF.
@@ -102,7 +103,7 @@ def _reference_steps(entries):
 @given(st.lists(special_lines | json_lines, max_size=40), st.integers(1, 4))
 def test_token_columns_match_the_record_by_record_reference(lines, copies):
     data = b"\n".join(lines * copies)
-    with patch("graders.runfiles.READ_BLOCK", 97):  # many blocks, lines split across them
+    with patch("graders.runs.runfiles.READ_BLOCK", 97):  # many blocks, lines split across them
         trace = preprocess(memory_run_files({TOKEN_USAGE_PATHS[0]: data}))
     entries = list(iter_jsonl(data.split(b"\n")))
     steps, totals = _reference_steps(entries)
@@ -135,11 +136,11 @@ gateway_records = st.builds(orjson.dumps, st.fixed_dictionaries({}, optional={
 @settings(max_examples=200, deadline=None)
 @given(st.lists(gateway_records | special_lines, max_size=30))
 def test_gateway_calls_and_subsets_match_the_record_by_record_reference(lines):
-    from graders.preprocess import GATEWAY_PATHS
-    from graders.toolcalls import gateway_tool_call, is_gateway_tool_call
+    from graders.formats.ghaw.preprocess import GATEWAY_PATHS
+    from graders.formats.ghaw.toolcalls import gateway_tool_call, is_gateway_tool_call
 
     data = b"\n".join(lines)
-    with patch("graders.runfiles.READ_BLOCK", 61):
+    with patch("graders.runs.runfiles.READ_BLOCK", 61):
         trace = preprocess(memory_run_files({GATEWAY_PATHS[0]: data}))
     entries = list(iter_jsonl(data.split(b"\n")))
     records = [e for e in entries if isinstance(e, dict)]

@@ -11,10 +11,10 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
-from graders.plan import default_plan
+from graders.families.trace_rules.config import default_config
+from graders.grading.plan import default_plan
 from graders.prepare import grade_prepared, prepare_run
-from graders.runfiles import local_run_files
-from graders.trace_rules.config import default_config
+from graders.runs.runfiles import local_run_files
 from transforms.discover import list_run
 from transforms.trace_verdicts import verdict_row
 

@@ -1,4 +1,4 @@
-"""The one encoding of partition values in paths (graders.parquet.partition_value)."""
+"""The one encoding of partition values in paths (graders.tables.parquet.partition_value)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from urllib.parse import quote
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from graders.parquet import (
+from graders.tables.parquet import (
     HIVE_NULL,
     NAME_MAX,
     ORIGINAL_COLUMN,

@@ -2,8 +2,14 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.preprocess import GATEWAY_PATHS, TOKEN_USAGE_PATHS, PreprocessReport, preprocess, read_evals
-from graders.runfiles import memory_run_files
+from graders.formats.ghaw.preprocess import (
+    GATEWAY_PATHS,
+    TOKEN_USAGE_PATHS,
+    PreprocessReport,
+    preprocess,
+    read_evals,
+)
+from graders.runs.runfiles import memory_run_files
 
 
 def jl(*rows):
@@ -104,8 +110,8 @@ _column_values = st.lists(
 @settings(max_examples=400, deadline=None)
 @given(_column_values)
 def test_token_columns_match_their_per_value_definitions(raw):
-    from graders.jscompat import js_number_or_zero, js_truthy
-    from graders.preprocess import _models, _numbers, _total
+    from graders.formats.ghaw.preprocess import _models, _numbers, _total
+    from graders.jsrt.jscompat import js_number_or_zero, js_truthy
 
     numbers, safe = _numbers(list(raw))
     expected = [x if type(x) is int and -_MAX_SAFE <= x <= _MAX_SAFE else js_number_or_zero(x) for x in raw]
@@ -123,7 +129,7 @@ def test_token_columns_match_their_per_value_definitions(raw):
 def test_a_local_run_lists_regular_files_only_and_never_follows_a_symlink(tmp_path):
     import os
 
-    from graders.runfiles import local_run_files
+    from graders.runs.runfiles import local_run_files
 
     run = tmp_path / "run"
     (run / "mcp-logs" / "deep").mkdir(parents=True)
@@ -148,7 +154,7 @@ def test_a_local_run_lists_regular_files_only_and_never_follows_a_symlink(tmp_pa
 def test_listing_items_sort_as_their_names(entries):
     """A folder listing is held as "<name>\0<kind>" strings: sorted, they come in name order
     (a name before its extensions: "run-1" < "run-1-attempt-2"), and split back exactly."""
-    from graders.runfiles import entry_item, split_entry
+    from graders.runs.runfiles import entry_item, split_entry
 
     items = sorted(entry_item(name, kind) for name, kind in entries)
     assert [split_entry(item) for item in items] == sorted(entries)
@@ -157,7 +163,7 @@ def test_listing_items_sort_as_their_names(entries):
 def test_a_listing_holds_each_entrys_kind_without_a_stat(tmp_path):
     import os
 
-    from graders.runfiles import DIR, FILE, LINK, OTHER, sorted_entries, split_entry
+    from graders.runs.runfiles import DIR, FILE, LINK, OTHER, sorted_entries, split_entry
 
     (tmp_path / "run-1").mkdir()
     (tmp_path / "run-1-attempt-2").write_bytes(b"")
@@ -181,8 +187,8 @@ _gateway_values = st.one_of(st.none(), st.booleans(), st.integers(0, 2), st.samp
 def test_gateway_subsets_match_the_reference_filters(records):
     import re
 
-    from graders.jscompat import js_truthy
-    from graders.toolcalls import is_gateway_tool_call
+    from graders.formats.ghaw.toolcalls import is_gateway_tool_call
+    from graders.jsrt.jscompat import js_truthy
 
     data = b"".join(orjson.dumps(r) + b"\n" for r in records)
     trace = preprocess(memory_run_files({GATEWAY_PATHS[0]: data}))
@@ -211,12 +217,12 @@ def test_gateway_lines_with_big_integers_read_as_json_parse_reads_them(records, 
     holds an integer beyond 2**53 still loads as JSON.parse's record, the integer a double."""
     from unittest.mock import patch
 
-    import graders.runfiles
-    from graders.jsonio import JsonlStats, iter_jsonl
-    from graders.toolcalls import is_gateway_tool_call
+    import graders.runs.runfiles
+    from graders.formats.ghaw.toolcalls import is_gateway_tool_call
+    from graders.jsrt.jsonio import JsonlStats, iter_jsonl
 
     lines = [orjson.dumps(r) for r in records]
-    with patch.object(graders.runfiles, "READ_BLOCK", block):
+    with patch.object(graders.runs.runfiles, "READ_BLOCK", block):
         trace = preprocess(memory_run_files({GATEWAY_PATHS[0]: b"\n".join(lines) + b"\n"}))
     reference = list(iter_jsonl(lines, JsonlStats()))  # the reference path: big ints are doubles
     entries = list(trace["mcpGatewayEntries"])
@@ -246,19 +252,19 @@ def test_strict_token_blocks_read_as_the_general_path_does(records, block):
     records and working-set factor that the general ``TokenRecord`` path gives."""
     from unittest.mock import patch
 
-    import graders.preprocess
-    import graders.runfiles
-    from graders.builtin import working_set_rebuild_factor
-    from graders.lazyjson import SafeInts
+    import graders.formats.ghaw.preprocess
+    import graders.runs.runfiles
+    from graders.families.builtin import working_set_rebuild_factor
+    from graders.jsrt.lazylist import SafeInts
 
     files = {TOKEN_USAGE_PATHS[0]: jl(*records)}
 
     def read(strict):
-        with patch.object(graders.runfiles, "READ_BLOCK", block), patch.object(graders.preprocess, "TokenInts", strict):
+        with patch.object(graders.runs.runfiles, "READ_BLOCK", block), patch.object(graders.formats.ghaw.preprocess, "TokenInts", strict):
             trace = preprocess(memory_run_files(files))
         return trace, working_set_rebuild_factor(trace, None)
 
-    (fast, fast_ws), (general, general_ws) = read(graders.preprocess.TokenInts), read(None)
+    (fast, fast_ws), (general, general_ws) = read(graders.formats.ghaw.preprocess.TokenInts), read(None)
     assert list(fast["steps"]) == list(general["steps"])
     assert list(fast["tokenUsageEntries"]) == list(general["tokenUsageEntries"]) == records
     for key in ("totalInputTokens", "totalOutputTokens", "totalDurationMs", "totalRequests"):

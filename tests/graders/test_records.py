@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.jsonio import JsonlStats, iter_jsonl, parse_jsonl_items, parse_jsonl_records
-from graders.lazyjson import load_item
-from graders.records import (
+from graders.jsrt.jsonio import JsonlStats, iter_jsonl, parse_jsonl_items, parse_jsonl_records
+from graders.jsrt.lazyjson import load_item
+from graders.jsrt.records import (
     DIGIT_SAFE,
     EventData,
     EventRecord,

@@ -1,4 +1,4 @@
-"""The ``runs`` row assembled from its parts, and one dead letter per run (graders/rows.py)."""
+"""The ``runs`` row assembled from its parts, and one dead letter per run (graders/tables/rows.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graders.rows import RUN_PART, assemble_runs, failure_part, one_dead_letter_each, status_counts
+from graders.tables.rows import RUN_PART, assemble_runs, failure_part, one_dead_letter_each, status_counts
 
 
 def stub(run_id: str, attempt: int = 1) -> dict:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import graders.prepare as prepare_module
-from graders import runfiles
 from graders.prepare import prepare_run
-from graders.runfiles import (
+from graders.runs import runfiles
+from graders.runs.runfiles import (
     RunFiles,
     RunOverBudget,
     bounded_listing,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graders.runfiles import memory_run_files
-from graders.runmeta import MetadataError, determine_run_meta
+from graders.runs.runfiles import memory_run_files
+from graders.runs.runmeta import MetadataError, determine_run_meta
 
 # A run without aw_info.json: its identity comes from the path alone.
 FILES = memory_run_files({"agent_output.json": b"{}"}, root="fleet/wf/x/run-5")

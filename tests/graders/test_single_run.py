@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graders.layout import ARTIFACT_NAMES, DATE_DIR, RUN_DIR
+from graders.runs.layout import ARTIFACT_NAMES, DATE_DIR, RUN_DIR
 from graders.single_run import path_hints
 from transforms.discover import _belongs_to_base
 

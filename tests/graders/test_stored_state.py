@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.state import StoredState, graded_state
+from graders.tables.state import StoredState, graded_state
 from schemas.state_table import STATE_SCHEMA
 
 _text = st.none() | st.text(max_size=12)

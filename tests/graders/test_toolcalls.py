@@ -5,7 +5,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.toolcalls import dedupe_keys, merge_tool_calls
+from graders.formats.ghaw.toolcalls import dedupe_keys, merge_tool_calls
 
 
 def reference_merge(native: list[dict[str, Any]], gateway: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -77,8 +77,8 @@ _falsy_or_not = st.one_of(st.none(), st.sampled_from(["", "view", 0, 1, False, T
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.sampled_from(["name", "tool", "tool_name"]), _falsy_or_not))
 def test_gateway_call_names_are_the_references_or_chains(fields: dict[str, Any]) -> None:
-    from graders.jscompat import UNDEFINED, js_truthy
-    from graders.toolcalls import gateway_tool_call
+    from graders.formats.ghaw.toolcalls import gateway_tool_call
+    from graders.jsrt.jscompat import UNDEFINED, js_truthy
 
     def js_or(*values: Any) -> Any:
         return next((v for v in values[:-1] if js_truthy(v)), values[-1])

@@ -7,7 +7,7 @@ import json
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from graders.plan import PlanSet, default_plan
+from graders.grading.plan import PlanSet, default_plan
 from pipeline import graph
 from tests.conftest import REPO
 

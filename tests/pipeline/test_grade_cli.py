@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from graders.plan import default_plan
+from graders.grading.plan import default_plan
 from pipeline.cli import main
 from schemas.documents import GraderResultsFile, Manifest, PreprocessedTrace
 from tests.conformance.ghaw_cases import CASES_DIR, deep_equal, result_disagreements
@@ -63,7 +63,7 @@ def test_grade_a_bare_artifact_folder_reads_identity_from_its_whole_path(tmp_pat
     (run / "aw_info.json").unlink()
     assert main(["grade", str(run)]) == 0
     assert json.loads(capsys.readouterr().out)["run"]["id"] == "4242"
-    from graders.runfiles import local_run_files
+    from graders.runs.runfiles import local_run_files
     from graders.single_run import single_run_meta
 
     meta = single_run_meta(local_run_files(run), str(run))

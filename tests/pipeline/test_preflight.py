@@ -124,7 +124,7 @@ def test_gcs_output_probe_is_deleted(monkeypatch):
 
 @pytest.fixture(scope="module")
 def js() -> Any:
-    from graders.js_sandbox import JsSandbox
+    from graders.families.inline_js.sandbox import JsSandbox
 
     sandbox = JsSandbox()  # the helper process, as the pipeline's evaluations use
     yield sandbox

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from graders.plan import default_plan
+from graders.grading.plan import default_plan
 from pipeline.cli import main
 from pipeline.tables import connect, dataset
 from tests.conftest import REPO

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from graders.config import load_graders
+from graders.grading.config import load_graders
 from pipeline.cli import main
 from pipeline.tables import connect
 from tests.conftest import REPO

@@ -9,10 +9,16 @@ from unittest.mock import patch
 import apache_beam as beam
 from apache_beam.testing.util import assert_that, equal_to
 
-from graders.parquet import encode_table, partition_path
-from graders.plan import PlanSet, default_plan
-from graders.state import GradingDigests, StoredState, graded_state, listing_digest, listing_fingerprint
-from graders.trace_rules.config import default_config
+from graders.families.trace_rules.config import default_config
+from graders.grading.plan import PlanSet, default_plan
+from graders.tables.parquet import encode_table, partition_path
+from graders.tables.state import (
+    GradingDigests,
+    StoredState,
+    graded_state,
+    listing_digest,
+    listing_fingerprint,
+)
 from tests.helpers.beam import local_test_pipeline
 from tests.transforms.test_graph import make_fleet
 from transforms.discover import list_run

@@ -1,4 +1,4 @@
-"""Discovery of session files beside gh-aw runs (graders/layout.py ``session_root_of``): each folder's
+"""Discovery of session files beside gh-aw runs (graders/runs/layout.py ``session_root_of``): each folder's
 session files are one element, a Claude Code session's ``subagents/`` files with it; a file in a
 gh-aw run's folder stays that run's stray; ``list_run`` lists each element as discovery did."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import apache_beam as beam
 from apache_beam.testing.util import assert_that, equal_to
 
-from graders.layout import session_root_of
+from graders.runs.layout import session_root_of
 from tests.helpers.beam import local_test_pipeline
 from transforms.discover import DiscoverRuns, ListRuns, list_run
 from transforms.progress import Tally

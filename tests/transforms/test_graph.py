@@ -7,8 +7,8 @@ from pathlib import Path
 import apache_beam as beam
 from apache_beam.testing.util import assert_that, equal_to, is_not_empty
 
-from graders.plan import PlanSet, default_plan
-from graders.rows import assemble_runs
+from graders.grading.plan import PlanSet, default_plan
+from graders.tables.rows import assemble_runs
 from tests.helpers.beam import local_test_pipeline
 from transforms.discover import DiscoverRuns
 from transforms.grade import GradeRuns
@@ -77,7 +77,7 @@ def test_prepare_and_grade(tmp_path):
 
 
 def _reference_listings(base: Path) -> dict[str, list[str]]:
-    from graders.layout import run_root_of
+    from graders.runs.layout import run_root_of
 
     out: dict[str, list[str]] = {}
     for p in sorted(base.rglob("*")):
@@ -124,7 +124,7 @@ def test_the_local_walk_lists_regular_files_as_beam_does_and_links_as_entries_no
 
     from apache_beam.io.filesystems import FileSystems
 
-    from graders.runfiles import SYMLINK
+    from graders.runs.runfiles import SYMLINK
     from transforms.discover import _entries
 
     _nested_fleet(tmp_path)
@@ -151,7 +151,7 @@ def test_the_local_walk_lists_regular_files_as_beam_does_and_links_as_entries_no
 def test_prepare_reads_a_run_as_it_is_now_and_records_that_listing(tmp_path):
     from apache_beam.metrics.metric import MetricsFilter
 
-    from graders.state import listing_digest, listing_fingerprint
+    from graders.tables.state import listing_digest, listing_fingerprint
     from transforms.discover import list_run
     from transforms.prepare import DEAD_STATE
 
@@ -213,7 +213,7 @@ def test_an_object_store_listing_in_name_order_streams_whole_runs():
     own ("run-1-attempt-2/" before "run-1/"): still one stretch per folder, and no error."""
     from unittest.mock import patch
 
-    from graders import layout
+    from graders.runs import layout
     from transforms.discover import ListRuns
 
     order = sorted(["wf/run-1/aw_info.json", "wf/run-1/mcp-logs/gateway.jsonl", "wf/run-1-attempt-2/aw_info.json",

@@ -9,9 +9,9 @@ from apache_beam.transforms.combiners import TupleCombineFn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.trace_rules.config import default_config
-from graders.trace_rules.model import Run, Step
-from graders.trace_rules.verdicts import grade
+from graders.families.trace_rules.config import default_config
+from graders.families.trace_rules.verdicts import grade
+from graders.formats.model import Run, Step
 from schemas.trace_tables import TASK_RELIABILITY, TRACE_VERDICTS, file_schema
 from schemas.version import FLEETGRADE_VERSION
 from tests.helpers.combiners import assert_combiner_equivalent

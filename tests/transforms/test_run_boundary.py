@@ -66,7 +66,7 @@ def test_listing_a_run_again_is_inside_its_boundary(tmp_path, monkeypatch):
 
 
 def test_a_run_the_trace_rules_fail_on_is_a_dead_letter_and_has_no_runs_row(tmp_path, monkeypatch):
-    from graders.trace_rules.config import default_config
+    from graders.families.trace_rules.config import default_config
 
     base = _fleet(tmp_path)
     real = verdicts_module.verdict_row
@@ -92,7 +92,7 @@ def test_a_run_over_its_reading_budget_is_a_dead_letter_beside_graded_runs(tmp_p
     """Too many files, or too many bytes read: the run is a dead letter naming its folder and
     the budget, whether it comes from discovery or is listed again (incremental); the runs
     beside it are prepared."""
-    from graders import runfiles
+    from graders.runs import runfiles
 
     base = _fleet(tmp_path)
     for n in range(6):
@@ -115,7 +115,7 @@ def test_a_run_over_its_reading_budget_is_a_dead_letter_beside_graded_runs(tmp_p
 
 
 def test_discovery_holds_a_run_only_to_one_entry_past_its_file_budget(tmp_path, monkeypatch):
-    from graders import runfiles
+    from graders.runs import runfiles
     from transforms.discover import ListRuns, list_run
 
     base = _fleet(tmp_path)

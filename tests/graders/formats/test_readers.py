@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from graders.builtin import tool_failure_count, tool_success_rate
-from graders.formats import FORMATS, FormatError, Source, read_file, sniff
+from graders.families.builtin import tool_failure_count, tool_success_rate
+from graders.families.trace_rules.config import default_config
+from graders.families.trace_rules.verdicts import grade_run
+from graders.formats import FormatError, Source, formats, get_format, read_file, sniff
 from graders.formats.hooks import dedupe
-from graders.trace_rules.config import default_config
-from graders.trace_rules.verdicts import grade_run
+from graders.grading.registry import REGISTRY, PluginError
 
 REAL = Path(__file__).resolve().parents[2] / "data" / "real"
 SPOTTER = REAL / "claude_code" / "spotter-session-with-subagents"
@@ -35,9 +36,14 @@ def _lines(*objs: dict[str, Any]) -> bytes:
 
 # ---- registry ---------------------------------------------------------------------------------
 
-def test_every_format_is_registered_once_with_its_kind() -> None:
-    assert sorted(FORMATS) == ["aw-session", "claude-code", "copilot-cli", "gh-aw", "hook-log", "otel-genai"]
-    assert all(f.kind == k for k, f in FORMATS.items())
+def test_every_format_is_in_the_one_registry_under_its_kind() -> None:
+    names = REGISTRY.names("input_format")
+    assert sorted(names) == ["aw-session", "claude-code", "copilot-cli", "gh-aw", "hook-log", "otel-genai"]
+    assert [f.kind for f in formats()] == list(names)
+    assert all(get_format(k).kind == k for k in names)
+    assert [f.kind for f in formats() if f.folder] == ["gh-aw"]
+    with pytest.raises(PluginError, match="no input_format named 'nope'"):
+        get_format("nope")
 
 
 @pytest.mark.parametrize(("path", "kind"), [
@@ -55,7 +61,7 @@ def test_real_samples_are_sniffed_as_their_format(path: str, kind: str) -> None:
     fmt = sniff(path, data[:65536])
     assert fmt is not None and fmt.kind == kind
     # Unambiguous: no other file format claims it, so the registry's order does not matter.
-    assert [f.kind for f in FORMATS.values() if not f.folder and f.sniff(path, data[:65536])] == [kind]
+    assert [f.kind for f in formats() if not f.folder and f.sniff(path, data[:65536])] == [kind]
 
 
 def test_a_token_usage_file_is_no_session() -> None:

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from graders.opvalue.sandbox import SandboxOptions
+from graders.families.opvalue.sandbox import SandboxOptions
 
 SHEBANG = "#!/bin/bash\n"
 # Generous limits: the tests must not depend on machine speed.

@@ -8,13 +8,13 @@ import hashlib
 import orjson
 import pytest
 
-from graders.engine import grade_one
-from graders.opvalue.executor import OperationalValueExecutor, entry_from_archive
-from graders.opvalue.freeze import load_run_archive
-from graders.opvalue.request import RunSubject
-from graders.plan import PlanEntry
-from graders.registry import GraderContext
-from graders.runfiles import memory_run_files
+from graders.families.opvalue.executor import OperationalValueExecutor, entry_from_archive
+from graders.families.opvalue.freeze import load_run_archive
+from graders.families.opvalue.request import RunSubject
+from graders.grading.engine import grade_one
+from graders.grading.plan import PlanEntry
+from graders.grading.registry import GraderContext
+from graders.runs.runfiles import memory_run_files
 from tests.graders.opvalue.conftest import evaluator
 
 SUBJECT = RunSubject(run_id="4242", attempt=1, repository="octo/repo", workflow="Daily")

@@ -8,14 +8,14 @@ import os
 import orjson
 import pytest
 
-from graders.opvalue.errors import OperationalValueError
-from graders.opvalue.freeze import (
+from graders.families.opvalue.errors import OperationalValueError
+from graders.families.opvalue.freeze import (
     MAX_EVALUATOR_BYTES,
     freeze_evaluator,
     load_run_archive,
     verify_archived,
 )
-from graders.runfiles import memory_run_files
+from graders.runs.runfiles import memory_run_files
 
 GOOD = "#!/usr/bin/env bash\necho '[{\"id\":\"v\",\"value\":1}]'\n"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from graders.opvalue.errors import OperationalValueError
-from graders.opvalue.output import (
+from graders.families.opvalue.errors import OperationalValueError
+from graders.families.opvalue.output import (
     Attainment,
     metrics_raw_result,
     parse_output,

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from graders.opvalue.errors import OperationalValueError, SandboxUnavailableError
-from graders.opvalue.regrade import RegradeRun, observation_key, regrade
-from graders.opvalue.request import RunSubject
-from graders.opvalue.sandbox import SandboxOptions
-from graders.runfiles import memory_run_files
+from graders.families.opvalue.errors import OperationalValueError, SandboxUnavailableError
+from graders.families.opvalue.regrade import RegradeRun, observation_key, regrade
+from graders.families.opvalue.request import RunSubject
+from graders.families.opvalue.sandbox import SandboxOptions
+from graders.runs.runfiles import memory_run_files
 from schemas.observation_table import OBSERVATION_SCHEMA, observations_table
 from schemas.version import FLEETGRADE_VERSION
 from tests.graders.opvalue.conftest import evaluator

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from graders.opvalue.errors import OperationalValueError
-from graders.opvalue.request import RunSubject, build_regrade_request, build_request
+from graders.families.opvalue.errors import OperationalValueError
+from graders.families.opvalue.request import RunSubject, build_regrade_request, build_request
 
 INFO = {"run_id": 123456789, "run_attempt": "2", "repository": "octo/repo", "workflow_name": "Daily",
         "ref": "refs/heads/main", "sha": "abc", "event_name": "schedule", "created_at": "2026-08-01T10:00:00Z"}

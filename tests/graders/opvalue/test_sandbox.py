@@ -13,8 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from graders.opvalue.errors import OperationalValueError, SandboxUnavailableError
-from graders.opvalue.sandbox import NOBODY, SandboxOptions, run_evaluator, timeout_ms
+from graders.families.opvalue.errors import OperationalValueError, SandboxUnavailableError
+from graders.families.opvalue.sandbox import NOBODY, SandboxOptions, run_evaluator, timeout_ms
 from tests.graders.opvalue.conftest import evaluator
 
 OK = """echo '[{"id":"ok","value":1}]'"""

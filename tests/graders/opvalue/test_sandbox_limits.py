@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from graders.opvalue import sandbox as sandbox_module
-from graders.opvalue import seccomp
-from graders.opvalue.cgroup import SandboxCgroup, find_parent
-from graders.opvalue.errors import OperationalValueError, SandboxUnavailableError
-from graders.opvalue.sandbox import NOBODY, SandboxOptions, run_evaluator
+from graders.families.opvalue import sandbox as sandbox_module
+from graders.families.opvalue import seccomp
+from graders.families.opvalue.cgroup import SandboxCgroup, find_parent
+from graders.families.opvalue.errors import OperationalValueError, SandboxUnavailableError
+from graders.families.opvalue.sandbox import NOBODY, SandboxOptions, run_evaluator
 from tests.graders.opvalue.conftest import evaluator
 
 OK = """echo '[{"id":"ok","value":1}]'"""

@@ -70,7 +70,7 @@ def test_copilot_source_and_directory_input(tmp_path, capsys):
 
 
 def test_packaged_fixture_matches_the_corpus_and_self_test_report(capsys):
-    from graders.trace_rules.selftest import load_fixture
+    from graders.families.trace_rules.selftest import load_fixture
     from tests.conftest import conformance_dir
 
     corpus = conformance_dir() / "trace-grader"

@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from graders.trace_rules.config import ConfigError, from_mapping, load_config, load_mapping, merge
+from graders.families.trace_rules.config import ConfigError, from_mapping, load_config, load_mapping, merge
 
 
 def write(tmp_path, text: str):

@@ -3,9 +3,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.trace_rules.config import default_config
-from graders.trace_rules.ghaw import run_from_ghaw_trace, task_key
-from graders.trace_rules.verdicts import grade
+from graders.families.builtin import tool_failure_count
+from graders.families.trace_rules.config import default_config
+from graders.families.trace_rules.verdicts import grade
+from graders.formats.ghaw.trace import run_from_ghaw_trace, task_key
+from graders.grading.registry import GraderContext
 
 
 def test_run_from_ghaw_trace():
@@ -55,7 +57,6 @@ _call_values = st.one_of(st.none(), st.booleans(), st.sampled_from(["error", "fa
                     _call_values, max_size=5),
     st.none(), st.integers(), st.lists(st.none(), max_size=1)), max_size=8))
 def test_a_step_fails_by_the_tool_success_rate_rule(calls):
-    from graders.builtin import is_tool_failure
-
-    run = run_from_ghaw_trace({"toolCalls": calls}, "t", "r")
-    assert [s.ok for s in run.steps] == [not is_tool_failure(c) for c in calls]
+    trace = {"toolCalls": calls}
+    run = run_from_ghaw_trace(trace, "t", "r")
+    assert sum(not s.ok for s in run.steps) == tool_failure_count(trace, GraderContext())

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graders.trace_rules.passk import (
+from graders.families.trace_rules.passk import (
     PassKAccumulator,
     TaskCounts,
     estimates,

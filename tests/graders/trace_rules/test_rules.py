@@ -2,16 +2,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from graders.trace_rules.config import default_config
-from graders.trace_rules.model import Flag, Run, Step
-from graders.trace_rules.rules import (
-    check_run,
+from graders.families.trace_rules.config import default_config
+from graders.families.trace_rules.rules import (
     edited_without_read,
     excessive_steps,
     forbidden_tool,
     out_of_order,
     retry_storm,
 )
+from graders.families.trace_rules.verdicts import check_run, registered_rules
+from graders.formats.model import Flag, Run, Step
 
 CFG = default_config()
 
@@ -79,3 +79,7 @@ def test_rule_order():
                   step_budget=0)
     checks = [f.check for f in check_run(run(("Edit", False, {"file_path": "a"})), cfg)]
     assert checks == ["forbidden_tool", "out_of_order", "retry_storm", "excessive_steps", "edited_without_read"]
+
+
+def test_the_registered_rules_are_the_five_in_the_reference_order() -> None:
+    assert registered_rules() == [forbidden_tool, out_of_order, retry_storm, excessive_steps, edited_without_read]

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from graders.trace_rules.config import default_config
-from graders.trace_rules.model import Flag, Run, Step
-from graders.trace_rules.verdicts import grade, verdict
+from graders.families.trace_rules.config import default_config
+from graders.families.trace_rules.verdicts import grade, verdict
+from graders.formats.model import Flag, Run, Step
 
 HIGH = Flag("forbidden_tool", "high", 1, "x", "")
 LOW = Flag("excessive_steps", "low", 1, None, "")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders import registry
-from graders.registry import GraderContext
+from graders.grading import registry
+from graders.grading.registry import GraderContext
 
 
 def run(grader_id: str, trace: dict[str, Any], config: Any = None, file_ir: Any = None) -> Any:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from graders import registry
-from graders.preprocess import read_trajectory_ir_file
-from graders.registry import GraderContext
-from graders.runfiles import local_run_files
-from graders.trajectory import TRAJECTORY_IDS
-from graders.trajectory.ir import candidates, oversized_collection
+from graders.families.trajectory.ir import candidates, oversized_collection
+from graders.formats.ghaw.preprocess import read_trajectory_ir_file
+from graders.grading import registry
+from graders.grading.registry import GraderContext
+from graders.runs.runfiles import local_run_files
 from tests.graders.trajectory.helpers import ir_trace, run, states
+
+TRAJECTORY_IDS = registry.grader_ids("trajectory")
 
 
 def test_registered_in_gh_aw_order_after_builtins() -> None:
@@ -76,8 +77,8 @@ def test_non_record_config_is_empty() -> None:
 
 
 def test_grade_trace_passes_file_ir_to_every_grader() -> None:
-    from graders.engine import grade_trace
-    from graders.plan import default_plan
+    from graders.grading.engine import grade_trace
+    from graders.grading.plan import default_plan
 
     results = {r["id"]: r for r in grade_trace({"toolCalls": []} | _EMPTY_TRACE, default_plan(),
                                                file_ir={"states": list("AAAA")})}
@@ -98,9 +99,9 @@ _EMPTY_TRACE: dict[str, Any] = {
 def test_a_runs_graders_search_its_candidates_once_and_another_run_afresh() -> None:
     from unittest.mock import patch
 
-    from graders.engine import grade_trace
-    from graders.plan import default_plan
-    from graders.trajectory import ir
+    from graders.families.trajectory import ir
+    from graders.grading.engine import grade_trace
+    from graders.grading.plan import default_plan
 
     trace = states("aba")
     other = states("c")

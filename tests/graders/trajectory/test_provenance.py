@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.trajectory import provenance
+from graders.families.trajectory import provenance
 from tests.graders.trajectory import naive
 from tests.graders.trajectory.helpers import ir_trace, run
 

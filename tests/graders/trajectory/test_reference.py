@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.trajectory import reference
+from graders.families.trajectory import reference
 from tests.graders.trajectory import naive
 from tests.graders.trajectory.helpers import ir_trace, run
 

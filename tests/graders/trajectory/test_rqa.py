@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.trajectory import rqa
+from graders.families.trajectory import rqa
 from tests.graders.trajectory import naive
 from tests.graders.trajectory.helpers import ir_trace, run, states
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.trajectory import sequence
+from graders.families.trajectory import sequence
 from tests.graders.trajectory import naive
 from tests.graders.trajectory.helpers import events, ir_trace, run
 
@@ -47,7 +47,7 @@ def test_symbols_sort_by_index_and_qualify_tool_calls() -> None:
         "not a record",
     ])
     cands = [trace["trajectoryIR"]]
-    from graders.trajectory.ir import event_symbols
+    from graders.families.trajectory.ir import event_symbols
 
     assert event_symbols(cands) == ["tool_call:a", "tool_call", "tool_call:b", "message"]
 

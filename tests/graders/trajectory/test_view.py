@@ -10,12 +10,14 @@ from unittest.mock import patch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders import registry
-from graders.engine import grade_trace
-from graders.plan import default_plan
-from graders.registry import GraderContext
-from graders.trajectory import TRAJECTORY_IDS, ir, provenance, rqa
+from graders.families.trajectory import ir, provenance, rqa
+from graders.grading import registry
+from graders.grading.engine import grade_trace
+from graders.grading.plan import default_plan
+from graders.grading.registry import GraderContext
 from tests.graders.trajectory import naive
+
+TRAJECTORY_IDS = registry.grader_ids("trajectory")
 
 
 def _ir(states: list[str], kinds: list[str]) -> dict[str, Any]:

@@ -1,0 +1,120 @@
+"""Run a grading plan over one preprocessed trace (``main()`` step 7 of graders.md §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import orjson
+
+from graders.grading import registry
+from graders.grading.normalize import error_result, normalize_result
+from graders.grading.plan import GradingPlan, PlanEntry
+from graders.grading.registry import GraderContext
+
+
+class Executor(Protocol):
+    """Runs one sandboxed grader (inline JS, operational-value Bash) and returns its raw output."""
+
+    def __call__(self, entry: PlanEntry, trace: dict[str, Any], ctx: GraderContext) -> Any: ...
+
+
+def describe_exception(exc: BaseException) -> str:
+    """The message part of ``getErrorMessage(err)``."""
+    js_message = getattr(exc, "js_message", None)
+    if isinstance(js_message, str):
+        return js_message  # a JavaScript error's own message, even an empty one
+    return str(exc) or type(exc).__name__
+
+
+def grade_one(
+    entry: PlanEntry,
+    trace: dict[str, Any],
+    ctx: GraderContext,
+    executors: Mapping[str, Executor] | None = None,
+) -> dict[str, Any]:
+    if entry.error:
+        return error_result(entry, f"grader {entry.id} runtime error: {entry.error}")
+    spec = registry.get(entry.id) if entry.source == "builtin" else None
+    run: Callable[[], Any] | None = None
+    if spec is not None:
+        run = lambda: spec.fn(trace, ctx)  # noqa: E731
+    elif executors and entry.family in executors:
+        executor = executors[entry.family]
+        run = lambda: executor(entry, trace, ctx)  # noqa: E731
+    if run is None:
+        result = normalize_result(None, entry)
+        result["status"] = "unavailable"
+        result["error"] = f"grader {entry.id}: no implementation available"
+        return result
+    try:
+        raw = run()
+    except Exception as exc:  # a grader failure is a result, never a crashed run
+        return error_result(entry, f"grader {entry.id} runtime error: {describe_exception(exc)}")
+    try:
+        result = normalize_result(raw, entry)
+        storable(result)
+    except Exception as exc:  # what it returned cannot be kept (a RecursionError copying it…): its own error
+        return error_result(entry, f"grader {entry.id} returned a result that cannot be stored: "
+                                   f"{describe_exception(exc)}")
+    return result
+
+
+def storable(result: dict[str, Any]) -> None:
+    """Raise unless the result's free-form parts can be written as the rows' JSON text
+    (``graders.tables.rows``): orjson refuses values nested deeper than 254 levels."""
+    if "diagnostics" in result or "metrics" in result:
+        orjson.dumps([result.get("diagnostics"), result.get("metrics")], option=orjson.OPT_SORT_KEYS)
+
+
+def grade_trace(
+    trace: dict[str, Any],
+    plan: GradingPlan,
+    executors: Mapping[str, Executor] | None = None,
+    only: frozenset[str] | None = None,
+    file_ir: Any = None,
+) -> list[dict[str, Any]]:
+    """Every enabled grader of ``plan`` (or those in ``only``), in manifest order.
+
+    ``run.graderCount`` is always the plan's enabled count, also when the pipeline grades one
+    family at a time. ``file_ir`` is the parsed ``trajectory_ir.json``
+    (``preprocess.read_trajectory_ir_file``).
+    """
+    enabled = plan.enabled
+    results = []
+    run_memo: dict[Any, Any] = {}
+    for entry in enabled:
+        if only is not None and entry.id not in only:
+            continue
+        config = entry.config if entry.config is not None else {}
+        ctx = GraderContext(config=config, grader_count=len(enabled), file_ir=file_ir, run_memo=run_memo)
+        results.append(grade_one(entry, trace, ctx, executors))
+    return results
+
+
+def results_document(
+    results: list[dict[str, Any]],
+    run_id: str = "",
+    attempt: int = 1,
+    evals: dict[str, Any] | None = None,
+    experiments: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``grader_results.json`` (unavailable results count in none of passed/failed/errors)."""
+    context: dict[str, Any] = {}
+    if experiments:
+        context["experiments"] = experiments
+    if evals:
+        context["evals"] = evals
+    return {
+        "version": 1,
+        "run": {
+            "id": run_id,
+            "attempt": attempt,
+            "graderCount": len(results),
+            "passed": sum(r["status"] == "pass" for r in results),
+            "failed": sum(r["status"] == "fail" for r in results),
+            "errors": sum(r["status"] == "error" for r in results),
+        },
+        "context": context,
+        "results": results,
+    }

@@ -1,0 +1,109 @@
+"""One function turns every raw grader output into the gh-aw result shape (graders.md §4).
+
+This mirrors ``normalizeResult`` exactly, JavaScript conversions included, so that values,
+statuses and messages agree with the reference.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, Final
+
+from graders.jsrt.jscompat import UNDEFINED, js_string, js_truthy
+from schemas.grader import ManifestEntry
+
+IMPLEMENTATION_ID: Final = "gh-aw/graders"
+GRADER_VERSION: Final = 1
+SEVERITIES: Final = ("error", "warning", "info", "note")
+
+
+def evaluate_threshold(value: float, direction: str, threshold: float | None) -> bool | None:
+    if threshold is None:
+        return None
+    if direction == "higher_is_better":
+        return value >= threshold
+    if direction == "lower_is_better":
+        return value <= threshold
+    return None
+
+
+def _base(meta: ManifestEntry) -> dict[str, Any]:
+    base: dict[str, Any] = {"id": meta.id, "name": meta.name or meta.id}
+    if meta.description:
+        base["description"] = meta.description
+    implementation: dict[str, Any] = {"id": IMPLEMENTATION_ID, "version": GRADER_VERSION}
+    if meta.digest:
+        implementation["digest"] = meta.digest
+    base.update(
+        value=None,
+        unit=meta.unit or "",
+        passed=None,
+        status="error",
+        source=meta.source,
+        implementation=implementation,
+    )
+    return base
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def normalize_result(raw: Any, meta: ManifestEntry) -> dict[str, Any]:
+    """``normalizeResult(id, rawResult, meta)``."""
+    base = _base(meta)
+    if raw is None or raw is UNDEFINED:
+        base["status"] = "unavailable"
+        base["message"] = "grader returned null/undefined"
+        return base
+
+    if isinstance(raw, dict):
+        value = raw.get("value", UNDEFINED)
+        severity = raw.get("severity")
+        if isinstance(severity, str) and severity in SEVERITIES:
+            base["severity"] = severity
+        if js_truthy(raw.get("details")):
+            base["details"] = js_string(raw["details"])
+        if js_truthy(raw.get("message")):
+            base["message"] = js_string(raw["message"])
+        if isinstance(raw.get("passed"), bool):
+            base["passed"] = raw["passed"]
+        if isinstance(raw.get("metrics"), list):
+            base["metrics"] = copy.deepcopy(raw["metrics"])
+        if isinstance(raw.get("diagnostics"), dict):
+            base["diagnostics"] = copy.deepcopy(raw["diagnostics"])
+    else:
+        value = raw
+
+    if value is None or value is UNDEFINED:
+        base["status"] = "unavailable"
+        if not js_truthy(base.get("message")):
+            base["message"] = "grader returned no value"
+        return base
+
+    if not _is_number(value) or not math.isfinite(value):
+        base["status"] = "error"
+        base["error"] = f"grader {meta.id} returned non-finite value: {js_string(value)}"
+        return base
+
+    base["value"] = value
+    if base["passed"] is None:
+        base["passed"] = evaluate_threshold(value, meta.direction, meta.threshold)
+    base["status"] = "fail" if base["passed"] is False else "pass"
+    return base
+
+
+def error_result(meta: ManifestEntry, error: str) -> dict[str, Any]:
+    """A runtime failure: built from a null raw value, as the reference does (§14.8)."""
+    result = normalize_result(None, meta)
+    result["status"] = "error"
+    result["error"] = error
+    return result
+
+
+def missing_implementation(meta: ManifestEntry) -> dict[str, Any]:
+    result = normalize_result(None, meta)
+    result["status"] = "error"
+    result["error"] = f"grader {meta.id}: no implementation found"
+    return result

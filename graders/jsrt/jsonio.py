@@ -1,0 +1,350 @@
+"""Bounded, JavaScript-faithful reading of JSON and JSONL artifacts.
+
+The limits and the skip rules are gh-aw's (graders.md §5): files over 50 MiB are skipped,
+JSONL lines are trimmed, blank, over-long (1,048,576 UTF-16 units) and unparsable lines are
+skipped. Parsing follows ``JSON.parse``: orjson first, then a stdlib fallback for inputs
+orjson refuses but JavaScript accepts (numbers beyond float range, integers beyond 64 bits,
+lone surrogate escapes).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final, cast
+
+import orjson
+
+from graders.jsrt.digits import has_long_digit_run
+from graders.jsrt.jscompat import js_trim, utf16_len
+from graders.jsrt.records import DIGIT_SAFE, R, decoder, view
+
+MAX_FILE_SIZE: Final = 50 * 1024 * 1024
+MAX_LINE_LENGTH: Final = 1024 * 1024
+_ASCII_WS: Final = b" \t\n\r\x0b\x0c"
+_MAX_SAFE: Final = 2**53
+# Only text with a 16+ digit run can hold an integer beyond 2**53 (JavaScript makes it a double).
+_LONG_DIGITS: Final = re.compile(rb"\d{16}")
+
+
+class Parsed:
+    """A value that is not kept as its line: the line needed the slow (reference) parse path."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Parsed, (self.value,))
+
+
+Item = bytes | Parsed
+
+
+
+class JsonError(ValueError):
+    """Text that ``JSON.parse`` would reject."""
+
+
+class JsonTooDeep(JsonError):
+    """Valid JSON nested deeper than the parsers go (orjson reads 1024 levels)."""
+
+
+TOO_DEEP: Final = "nested deeper than 1024 levels, which is more than fleetgrade reads"
+
+
+def _reject_constant(name: str) -> Any:
+    raise JsonError(f"invalid JSON literal {name}")
+
+
+def _js_numbers(value: Any) -> Any:
+    """Apply JavaScript's number model to stdlib-parsed data (big ints become doubles)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value if abs(value) <= _MAX_SAFE else float(value)
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_js_numbers(v) for v in value]
+    if isinstance(value, dict):
+        return {_js_numbers(k): _js_numbers(v) for k, v in value.items()}
+    return value
+
+
+def parse_json(data: bytes | str) -> Any:
+    """``JSON.parse`` semantics; raises :class:`JsonError` on invalid input."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    else:
+        raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+        return _deep_js_numbers(value) if has_long_digit_run(raw) else value
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError as exc:
+        raise JsonTooDeep(TOO_DEEP) from exc
+    except ValueError as exc:
+        raise JsonError(str(exc)) from exc
+    return _deep_js_numbers(value)
+
+
+def _deep_js_numbers(value: Any) -> Any:
+    try:
+        return _js_numbers(value)
+    except RecursionError as exc:
+        raise JsonTooDeep(TOO_DEEP) from exc
+
+
+@dataclass
+class JsonlStats:
+    """What a JSONL read skipped, so nothing disappears silently."""
+
+    lines: int = 0
+    blank: int = 0
+    oversized: int = 0
+    unparsable: int = 0
+    null: int = 0
+    skipped_examples: list[str] = field(default_factory=list)
+
+    def note(self, kind: str, lineno: int) -> None:
+        if len(self.skipped_examples) < 5:
+            self.skipped_examples.append(f"line {lineno}: {kind}")
+
+
+def _clean_line(raw: bytes) -> bytes | str | None:
+    """Trim a line as ``String.prototype.trim`` would; None when it is blank."""
+    stripped = raw.strip(_ASCII_WS)
+    if not stripped:
+        return None
+    if stripped[0] < 0x80 and stripped[-1] < 0x80:
+        return stripped
+    text = js_trim(stripped.decode("utf-8", "replace"))
+    return text or None
+
+
+def _slow_line(raw: bytes, stats: JsonlStats, lineno: int) -> Any:
+    """The reference rules for one line, step by step; ``_SKIP`` when the line is skipped."""
+    line = _clean_line(raw)
+    if line is None:
+        stats.blank += 1
+        return _SKIP
+    if len(line) > MAX_LINE_LENGTH:
+        text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+        if utf16_len(text) > MAX_LINE_LENGTH:
+            stats.oversized += 1
+            stats.note("longer than 1048576 characters", lineno)
+            return _SKIP
+    try:
+        value = parse_json(line)
+    except JsonError:
+        stats.unparsable += 1
+        stats.note("not valid JSON", lineno)
+        return _SKIP
+    if value is None:
+        stats.null += 1
+        stats.note("literal null", lineno)
+        return _SKIP
+    return value
+
+
+_SKIP: Final = object()
+
+
+class LineBatch(list[bytes]):
+    """The lines of one read block, with the block-wide answers of :func:`_screen` that the
+    block's own bytes give without a pass over its lines (``runfiles.iter_line_batches``).
+
+    ``short``: whether every stripped line is within ``MAX_LINE_LENGTH`` bytes. ``long_digits``:
+    whether the lines hold a 16-digit run (stripping and dropping blank lines removes no digit
+    and joins no two runs), scanned from ``sources`` (the block's bytes holding the lines) when
+    first asked: a batch of digit-safe records is never asked (``records.DIGIT_SAFE``).
+    """
+
+    __slots__ = ("_long_digits", "short", "sources")
+
+    def __init__(self, lines: list[bytes], sources: tuple[bytes | memoryview, ...], short: bool) -> None:
+        super().__init__(lines)
+        self.sources = sources
+        self.short = short
+        self._long_digits: bool | None = None
+
+    @property
+    def long_digits(self) -> bool:
+        if self._long_digits is None:
+            self._long_digits = any(map(has_long_digit_run, self.sources))
+            self.sources = ()
+        return self._long_digits
+
+
+def parse_jsonl_items(lines: list[bytes], stats: JsonlStats, first_lineno: int = 1) -> tuple[list[Item], list[Any]]:
+    """Parse a batch of JSONL lines (without or with their ``\n``) under gh-aw's skip rules.
+
+    Returns the kept records twice: as lazy items (the stripped line, or the value when the
+    line needed the slow path; see ``lazyjson``) and as parsed values, in line order.
+
+    The batch path does the per-line work in C (``map``) and holds when every non-blank line
+    is under the length limit, orjson accepts it, and none is a literal null: then the trimmed
+    line cannot have had non-ASCII (JavaScript-only) whitespace, since JSON allows none around
+    a value. Any other batch takes the line-by-line path, whose rule-by-rule reference for a
+    line is :func:`_slow_line`. Per-line Python overhead dominated preprocessing (make bench).
+    """
+    return _parse_screened(lines, stats, first_lineno, *_screen(lines))
+
+
+def _kept(lines: list[bytes]) -> tuple[list[bytes], bool]:
+    """A batch's trimmed non-blank lines, and whether none is over the length limit."""
+    kept: list[bytes] = list(filter(None, map(bytes.strip, lines)))
+    if type(lines) is LineBatch:
+        return kept, lines.short
+    return kept, not kept or max(map(len, kept)) <= MAX_LINE_LENGTH
+
+
+def _long_digits(lines: list[bytes], kept: list[bytes]) -> bool:
+    """Whether the kept lines of a batch hold a 16-digit run."""
+    if type(lines) is LineBatch:
+        return lines.long_digits
+    return has_long_digit_run(b"\n".join(kept))
+
+
+def _screen(lines: list[bytes]) -> tuple[list[bytes], bool, bool]:
+    """The tests of a batch that need no parse: its trimmed non-blank lines, whether they hold a
+    16-digit run, and whether a batch path may hold (no such run, no over-long line)."""
+    kept, short = _kept(lines)
+    long_digits = _long_digits(lines, kept)
+    return kept, long_digits, not long_digits and short
+
+
+def _parse_screened(lines: list[bytes], stats: JsonlStats, first_lineno: int, kept: list[bytes],
+                    long_digits: bool, batchable: bool) -> tuple[list[Item], list[Any]]:
+    """:func:`parse_jsonl_items` of a batch already screened by :func:`_screen`."""
+    stats.lines += len(lines)
+    if batchable:
+        try:
+            values = list(map(orjson.loads, kept))
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            if None not in values:
+                stats.blank += len(lines) - len(kept)
+                return cast(list[Item], kept), values
+    return _parse_lines(lines, stats, first_lineno, long_digits)
+
+
+def parse_jsonl_records(lines: list[bytes], stats: JsonlStats, record_type: type[R],
+                        first_lineno: int = 1, strict_type: type[R] | None = None) -> tuple[list[Item], list[R | None]]:
+    """:func:`parse_jsonl_items`, with each kept record seen as a ``record_type`` struct.
+
+    The fast path decodes only the struct's fields (``records``), in C, and keeps the lines.
+    It holds when no line of the batch is over the length limit, msgspec decodes every line
+    into the struct, and the batch holds no 16-digit run unless the struct is digit-safe;
+    msgspec then accepts a line only where orjson does or where the reference path keeps the
+    line anyway (a float beyond range or bad UTF-8 in a field not read; ``load_item`` parses
+    such a line as the reference does), and it rejects literal nulls and non-records. Any
+    other batch takes the reference path (screened once) and views its values.
+
+    ``strict_type``, a narrower struct of the same fields, is tried first on the fast path:
+    the records are all of that type exactly when every line decodes into it.
+    """
+    kept, short = _kept(lines)
+    if kept and short:
+        for rt in (record_type,) if strict_type is None else (strict_type, record_type):
+            # A 16-digit run may be an integer beyond 2**53, which JavaScript reads as a double:
+            # only a digit-safe struct can hold one and still be read as JSON.parse's record
+            # (records.DIGIT_SAFE). Most of a large run's lines are such records.
+            if rt not in DIGIT_SAFE and _long_digits(lines, kept):
+                continue
+            try:
+                records = list(map(decoder(rt).decode, kept))
+            except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError are ValueErrors
+                continue
+            stats.lines += len(lines)
+            stats.blank += len(lines) - len(kept)
+            return cast(list[Item], kept), cast(list[R | None], records)
+    long_digits = _long_digits(lines, kept)
+    items, values = _parse_screened(lines, stats, first_lineno, kept, long_digits, not long_digits and short)
+    return items, [view(record_type, v) for v in values]
+
+
+def _parse_lines(lines: list[bytes], stats: JsonlStats, first_lineno: int,
+                 long_digits: bool) -> tuple[list[Item], list[Any]]:
+    items: list[Item] = []
+    out: list[Any] = []
+    loads = orjson.loads
+    decode_error = orjson.JSONDecodeError
+    for i, raw in enumerate(lines):
+        s = raw.strip(_ASCII_WS)
+        if not s:
+            stats.blank += 1
+            continue
+        item: Item = s
+        if s[0] < 0x80 and s[-1] < 0x80 and len(s) <= MAX_LINE_LENGTH:
+            try:
+                value = loads(s)
+            except decode_error:
+                value = _slow_line(raw, stats, first_lineno + i)
+                item = Parsed(value)
+            else:
+                if long_digits and _LONG_DIGITS.search(s):
+                    value = _js_numbers(value)
+                    item = Parsed(value)
+                if value is None:
+                    stats.null += 1
+                    stats.note("literal null", first_lineno + i)
+                    continue
+        else:
+            value = _slow_line(raw, stats, first_lineno + i)
+            item = Parsed(value)
+        if value is not _SKIP:
+            items.append(item)
+            out.append(value)
+    return items, out
+
+
+def parse_jsonl_batch(lines: list[bytes], stats: JsonlStats, first_lineno: int = 1) -> list[Any]:
+    """The parsed records of a batch of JSONL lines (see :func:`parse_jsonl_items`)."""
+    return parse_jsonl_items(lines, stats, first_lineno)[1]
+
+
+def iter_jsonl(lines: Iterable[bytes], stats: JsonlStats | None = None) -> Iterator[Any]:
+    """Parse JSONL lines (split on ``\\n``), skipping what gh-aw skips.
+
+    Literal ``null`` lines are dropped and counted: the reference crashes on them in the
+    token-usage and gateway logs; we keep grading the run instead (README, "Deviations").
+    """
+    stats = stats if stats is not None else JsonlStats()
+    for lineno, raw in enumerate(lines, start=1):
+        yield from parse_jsonl_batch([raw], stats, lineno)
+
+
+def too_deep(data: bytes) -> bool:
+    """Whether ``data`` is refused for its depth (the reason ``parse_json_document`` gave null)."""
+    try:
+        parse_json(data)
+    except JsonTooDeep:
+        return True
+    except JsonError:
+        return False
+    return False
+
+
+def parse_json_document(data: bytes) -> Any:
+    """``safeParseJson``: whole-file JSON, null when unparsable (UTF-8 decoded with U+FFFD)."""
+    try:
+        return parse_json(data)
+    except JsonError:
+        pass
+    try:
+        return parse_json(data.decode("utf-8", "replace"))
+    except JsonError:
+        return None
+
+
+def is_finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,149 @@
+"""Run identity: ``aw_info.json`` first, else the folder layout (design.md §2).
+
+A run whose workflow or date cannot be determined is not graded into a default bucket: it
+raises :class:`MetadataError`, which the pipeline turns into a ``dead_letter`` row.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from graders.jsrt.jsonio import MAX_FILE_SIZE, JsonError, parse_json
+from graders.runs.layout import layout_hints, not_a_date_folder
+from graders.runs.runfiles import RunFiles
+from schemas.documents import RunMeta
+
+AW_INFO_PATHS: Final = ("aw_info.json", "aw-info/aw_info.json")
+
+
+class MetadataError(ValueError):
+    """The run's identity cannot be determined; the message names the file and the problem."""
+
+
+def read_aw_info(files: RunFiles) -> tuple[str | None, dict[str, Any] | None]:
+    for rel in AW_INFO_PATHS:
+        size = files.size(rel)
+        if size is None:
+            continue
+        if size > MAX_FILE_SIZE:
+            raise MetadataError(f"{files.display(rel)}: file is {size} bytes, over the 50 MiB limit")
+        data = files.read(rel)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MetadataError(f"{files.display(rel)}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+        try:
+            value = parse_json(text)
+        except JsonError as exc:
+            raise MetadataError(f"{files.display(rel)}: not valid JSON ({exc})") from exc
+        if not isinstance(value, dict):
+            raise MetadataError(f"{files.display(rel)}: expected a JSON object")
+        return rel, value
+    return None, None
+
+
+def text_value(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    return None
+
+
+# The identity becomes partition paths and columns: it is checked against both before use.
+MAX_ATTEMPT: Final = 2**31 - 1  # the ``attempt`` columns are int32
+MAX_WORKFLOW_CHARS: Final = 256
+MAX_RUN_ID_CHARS: Final = 128
+MAX_REPOSITORY_CHARS: Final = 512
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def parse_attempt(value: Any, where: str) -> int:
+    if value is None:
+        return 1
+    text = text_value(value)
+    if text is None or not text.isdigit() or int(text) < 1:
+        raise MetadataError(f"{where}: run_attempt must be a positive integer, got {_short(str(value))}")
+    if len(text) > 10 or int(text) > MAX_ATTEMPT:
+        raise MetadataError(f"{where}: run_attempt {_short(str(value))} is out of range (at most {MAX_ATTEMPT})")
+    return int(text)
+
+
+def check_name(value: str, field: str, limit: int, where: str) -> str:
+    """``value`` if it can name a partition or fill a column: at most ``limit`` characters, no
+    control characters (a newline or NUL in a path or a log line is never meant)."""
+    if len(value) > limit:
+        raise MetadataError(f"{where}: {field} is {len(value)} characters long, over the limit of "
+                            f"{limit}: {_short(value)}")
+    bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cs")), None)
+    if bad is not None:
+        raise MetadataError(f"{where}: {field} holds the control character {bad!r}: {_short(value)}")
+    return value
+
+
+def utc_date_of(created_at: str, where: str) -> str:
+    try:
+        ts = datetime.fromisoformat(created_at)
+        if ts.tzinfo is not None:
+            ts = ts.astimezone(UTC)
+    except (ValueError, OverflowError) as exc:  # e.g. 9999-12-31T23:00-05:00 is past year 9999 in UTC
+        raise MetadataError(f"{where}: created_at is not an ISO 8601 timestamp within years 1 to 9999: "
+                            f"{_short(created_at)}") from exc
+    return ts.date().isoformat()
+
+
+def determine_run_meta(files: RunFiles, run_root: str) -> RunMeta:
+    """Workflow, run id, attempt and date of the run at ``run_root`` (relative to the fleet root)."""
+    rel, info = read_aw_info(files)
+    wf_hint, id_hint, date_hint = layout_hints(run_root)
+    where = files.display(rel) if rel else files.root
+    info = info or {}
+    workflow = text_value(info.get("workflow_name")) or wf_hint
+    run_id = text_value(info.get("run_id")) or id_hint
+    created_raw = info.get("created_at")
+    created_at = created_raw.strip() if isinstance(created_raw, str) and created_raw.strip() else None
+    if workflow is None:
+        raise MetadataError(
+            f"{where}: cannot determine the workflow (no aw_info.json workflow_name and the path "
+            f"has no <workflow>/ folder above the run)"
+        )
+    if run_id is None:
+        raise MetadataError(f"{where}: cannot determine the run id")
+    bad_folder = not_a_date_folder(run_root)
+    if created_at is not None:
+        date = utc_date_of(created_at, where)
+    elif bad_folder is not None:
+        raise MetadataError(f"{files.root}: the folder {bad_folder!r} in its path is not a real date "
+                            "(YYYY-MM-DD), and aw_info.json has no created_at")
+    elif date_hint is not None:
+        date = date_hint  # layout_hints gives calendar dates only
+    else:
+        raise MetadataError(
+            f"{where}: cannot determine the run date (no aw_info.json created_at and no "
+            f"YYYY-MM-DD folder in the path)"
+        )
+    check_name(workflow, "workflow_name" if text_value(info.get("workflow_name")) else "the workflow folder",
+               MAX_WORKFLOW_CHARS, where)
+    check_name(run_id, "run_id", MAX_RUN_ID_CHARS, where)
+    repository = info.get("repository") if isinstance(info.get("repository"), str) else None
+    if repository is not None:
+        check_name(repository, "repository", MAX_REPOSITORY_CHARS, where)
+    return RunMeta(
+        workflow=workflow,
+        run_id=run_id,
+        attempt=parse_attempt(info.get("run_attempt"), where),
+        date=date,
+        created_at=created_at,
+        repository=repository,
+        metadata_source="aw_info" if rel else "layout",
+        root=files.root,
+    )

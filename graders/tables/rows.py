@@ -1,0 +1,229 @@
+"""Table rows from grading outcomes (design.md §3). Pure: the Beam sink only writes them."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+from typing import Any
+
+import orjson
+
+from graders.formats.ghaw.preprocess import PreprocessReport
+from graders.grading.plan import GradingPlan, PlanEntry
+from schemas.documents import RunMeta
+from schemas.version import FLEETGRADE_VERSION
+
+
+def implementation_digest(entry: PlanEntry) -> str:
+    """What graded a row: the script/evaluator digest, else the built-in's id and revision."""
+    if entry.digest:
+        return entry.digest
+    return _builtin_digest(entry.id, entry.revision)
+
+
+@functools.cache  # once per grader and revision, not once per row
+def _builtin_digest(grader_id: str, revision: int) -> str:
+    return hashlib.sha256(f"fleetgrade/{grader_id}/r{revision}".encode()).hexdigest()
+
+
+def _float(value: Any) -> float | None:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _metrics(value: Any) -> list[dict[str, Any]] | None:
+    if not isinstance(value, list):
+        return None
+    out = []
+    for m in value:
+        if isinstance(m, dict):
+            out.append({"id": str(m.get("id", "")), "value": _float(m.get("value"))})
+    return out
+
+
+def _json_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def result_rows(
+    meta: RunMeta,
+    results: list[dict[str, Any]],
+    plan: GradingPlan,
+    input_digest: str,
+) -> list[dict[str, Any]]:
+    entries = {e.id: (i, e) for i, e in enumerate(plan.enabled)}
+    config_digest = plan.digest()
+    rows = []
+    for r in results:
+        index, entry = entries[r["id"]]
+        impl = r.get("implementation", {})
+        rows.append(
+            {
+                "workflow": meta.workflow,
+                "date": meta.date,
+                "run_id": meta.run_id,
+                "attempt": meta.attempt,
+                "grader_id": r["id"],
+                "grader_index": index,
+                "name": r.get("name"),
+                "description": r.get("description"),
+                "source": r.get("source"),
+                "family": entry.family,
+                "value": _float(r.get("value")),
+                "unit": r.get("unit"),
+                "direction": entry.direction or None,
+                "threshold": _float(entry.threshold),
+                "passed": r.get("passed"),
+                "status": r["status"],
+                "severity": r.get("severity"),
+                "message": r.get("message"),
+                "error": r.get("error"),
+                "details": r.get("details"),
+                "metrics": _metrics(r.get("metrics")),
+                "diagnostics": _json_text(r.get("diagnostics")),
+                "implementation_id": impl.get("id"),
+                "implementation_version": impl.get("version"),
+                "implementation_digest": implementation_digest(entry),
+                "config_digest": config_digest,
+                "input_digest": input_digest,
+                "fleetgrade_version": FLEETGRADE_VERSION,
+            }
+        )
+    return rows
+
+
+def status_counts(results: list[dict[str, Any]]) -> dict[str, int]:
+    """The ``runs`` row's counts of each status."""
+    statuses = [r["status"] for r in results]
+    return {
+        "graders": len(results),
+        "passed": statuses.count("pass"),
+        "failed": statuses.count("fail"),
+        "errors": statuses.count("error"),
+        "unavailable": statuses.count("unavailable"),
+    }
+
+
+def run_row(
+    meta: RunMeta,
+    trace: dict[str, Any],
+    results: list[dict[str, Any]],
+    report: PreprocessReport,
+    plan: GradingPlan,
+    input_digest: str,
+    source_kind: str = "gh-aw",
+) -> dict[str, Any]:
+    return {
+        "workflow": meta.workflow,
+        "date": meta.date,
+        "run_id": meta.run_id,
+        "attempt": meta.attempt,
+        "created_at": meta.created_at,
+        "repository": meta.repository,
+        "metadata_source": meta.metadata_source,
+        "source_kind": source_kind,
+        "root": meta.root,
+        **status_counts(results),
+        "total_input_tokens": _float(trace.get("totalInputTokens")),
+        "total_output_tokens": _float(trace.get("totalOutputTokens")),
+        "total_duration_ms": _float(trace.get("totalDurationMs")),
+        "steps": len(trace.get("steps") or []),
+        "tool_calls": len(trace.get("toolCalls") or []),
+        "artifacts": len(trace.get("artifacts") or []),
+        "bytes_read": report.bytes_read,
+        "warnings": list(report.warnings),
+        "input_digest": input_digest,
+        "config_digest": plan.digest(),
+        "fleetgrade_version": FLEETGRADE_VERSION,
+    }
+
+
+def dead_letter_row(
+    input_path: str,
+    stage: str,
+    error: BaseException | str,
+    run_id: str | None = None,
+    workflow: str | None = None,
+    date: str | None = None,
+    error_class: str = "Error",
+) -> dict[str, Any]:
+    """One input that could not be graded; workflow/date are null when undetermined.
+
+    ``error_class`` names the class of an error given as text (one known only by name)."""
+    if isinstance(error, BaseException):
+        error_class, message = type(error).__name__, str(error) or type(error).__name__
+    else:
+        message = error
+    return {
+        "workflow": workflow,
+        "date": date,
+        "input": input_path,
+        "run_id": run_id,
+        "stage": stage,
+        "error_class": error_class,
+        "message": message,
+        "fleetgrade_version": FLEETGRADE_VERSION,
+    }
+
+
+# The ``runs`` row of a run is assembled where its partition is written (transforms/sink.py):
+# its stub (the row with zero counts), one counts part per grader family, and a failure part
+# when a family failed on the run. Joining them per run in the pipeline held every run's stub
+# and counts in the local runner's shuffle at once (make bench memory); a partition's rows are
+# grouped anyway, and a run's parts all carry its partition (workflow, date).
+RUN_PART = "_part"  # marks a part that is not a stub; no column has this name
+_COUNTS, _FAILED = "counts", "failed"
+
+
+def counts_part(meta: RunMeta, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One family's share of a run's counts."""
+    return {RUN_PART: _COUNTS, "workflow": meta.workflow, "date": meta.date, "run_id": meta.run_id,
+            "attempt": meta.attempt, **status_counts(results)}
+
+
+def failure_part(workflow: Any, date: Any, run_id: Any, attempt: Any) -> dict[str, Any]:
+    """A family failed on the run: it is a dead letter, and has no ``runs`` row."""
+    return {RUN_PART: _FAILED, "workflow": workflow, "date": date, "run_id": run_id, "attempt": attempt}
+
+
+def assemble_runs(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``runs`` rows of one partition's stubs and parts (stubs in their order)."""
+    counts: dict[tuple[Any, Any], dict[str, int]] = {}
+    failed: set[tuple[Any, Any]] = set()
+    stubs = []
+    for row in parts:
+        kind = row.get(RUN_PART)
+        key = (row["run_id"], row["attempt"])
+        if kind is None:
+            stubs.append(row)
+        elif kind == _COUNTS:
+            total = counts.setdefault(key, status_counts([]))
+            for name in total:
+                total[name] += row[name]
+        elif kind == _FAILED:
+            failed.add(key)
+        else:
+            raise ValueError(f"unknown runs part {kind!r}")
+    out = []
+    for stub in stubs:
+        key = (stub["run_id"], stub["attempt"])
+        if key not in failed:
+            out.append({**stub, **counts.get(key, status_counts([]))})
+    return out
+
+
+def one_dead_letter_each(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One dead letter per (input, stage): several grader families may fail on one run, and a
+    run is either graded or dead-lettered once (inputs = graded + dead letters). The kept row
+    is the first by (error class, message), whatever order the families finished in."""
+    best: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for row in rows:
+        key = (row["input"], row["stage"])
+        kept = best.get(key)
+        if kept is None or (row["error_class"], row["message"]) < (kept["error_class"], kept["message"]):
+            best[key] = row
+    return list(best.values())
