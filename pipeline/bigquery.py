@@ -1,6 +1,6 @@
 """BigQuery external-table DDL for the hive-partitioned Parquet tables (``fleetgrade bigquery-ddl``).
 
-Column types are mapped from the Arrow schemas in ``schemas.tables.TABLES``; an Arrow type with no
+Column types are mapped from the Arrow schemas of ``schemas.tables.SPECS``; an Arrow type with no
 exact BigQuery equivalent raises instead of being guessed, so a schema change cannot silently
 produce a wrong table definition.
 """
@@ -11,7 +11,7 @@ import re
 
 import pyarrow as pa
 
-from schemas.tables import PARTITION_COLUMNS, TABLES, public_tables
+from schemas.tables import PARTITION_COLUMNS, SPECS, public_tables
 
 # GoogleSQL reserved keywords: such a column name (e.g. observations' `case`) must be quoted.
 RESERVED = frozenset(
@@ -83,5 +83,5 @@ def table_ddl(prefix: str, dataset: str, table: str, schema: pa.Schema) -> str:
 
 
 def all_ddl(prefix: str, dataset: str) -> str:
-    """One statement per table of ``schemas.tables.TABLES``, in a stable order."""
-    return "\n\n".join(table_ddl(prefix, dataset, name, TABLES[name]) for name in public_tables()) + "\n"
+    """One statement per public table of ``schemas.tables.SPECS``, in a stable order."""
+    return "\n\n".join(table_ddl(prefix, dataset, name, SPECS[name].schema) for name in public_tables()) + "\n"

@@ -16,14 +16,13 @@ from apache_beam.metrics import Metrics
 from graders.families.trace_rules.config import TraceConfig, default_config
 from graders.grading.plan import PlanSet
 from graders.prepare import PreparedRun
-from graders.tables.rows import assemble_runs, one_dead_letter_each
 from graders.tables.state import GradingDigests, dead_state, drops_for, graded_state
 from schemas.state_table import STATE_TABLE
 from transforms.duplicates import ResolveDuplicates
 from transforms.grade import GradeRuns
 from transforms.incremental import KEEP, DiscoverAndDecide, kept_identity, stored_rows_of
 from transforms.prepare import DEAD, DEAD_STATE, PrepareRun
-from transforms.sink import WritePartitionedParquet
+from transforms.sink import Rows, TableWrites, WriteTables
 from transforms.stats import DEFAULT_BASELINE, DEFAULT_WINDOW, FleetStats
 from transforms.trace_verdicts import GradeTraceRules, TaskReliability
 
@@ -96,8 +95,8 @@ def build(
     runs = windowed.runs
     graded = runs | "Grade" >> GradeRuns(plans, resource_hints)
 
-    # Per-run collections reach the sink as named parts, not flattened: the local runner
-    # materializes every Flatten, which held a row per run of the fleet (make bench memory).
+    # Per-run collections reach the sink as several collections of a table, not flattened: the
+    # local runner materializes every Flatten, which held a row per run of the fleet (make bench memory).
     kept = {"unchanged": decided_kept, "out-of-window": windowed[KEEP]}
     state = {
         **kept,
@@ -133,18 +132,14 @@ def build(
     stats = {"grader_results": graded["grader_results"], "trace_verdicts": verdicts,
              "drops": drops} | "Stats" >> FleetStats(output, regression_window, regression_baseline)
 
-    tables = {
-        "grader_results": graded["grader_results"],
-        "runs": {**graded["runs"], "failed-trace-rules": rules["failed"]},
-        "dead_letter": {"prepare": prepared[DEAD], "duplicate": unique[DEAD], "grade-trace-rules": rules["dead_letter"],
-                        **{f"grade-{f}": rows for f, rows in graded["dead_letter"].items()}},
+    tables: dict[str, Rows] = {
+        "grader_results": tuple(graded["grader_results"].values()),
+        "runs": (*graded["runs"].values(), rules["failed"]),
+        "dead_letter": (prepared[DEAD], unique[DEAD], rules["dead_letter"], *graded["dead_letter"].values()),
         "trace_verdicts": verdicts,
         "task_reliability": reliability,
         "grader_stats": stats["grader_stats"],
         "regressions": stats["regressions"],
-        STATE_TABLE: state,
-        "_drops": (drops, stats["drops"]) | "FlattenStatsDrops" >> beam.Flatten(),
+        STATE_TABLE: tuple(state.values()),
     }
-    assemble = {"runs": assemble_runs, "dead_letter": one_dead_letter_each}
-    return tables | "Write" >> WritePartitionedParquet(output, token, assemble)
-
+    return TableWrites(tables, drops=(drops, stats["drops"])) | "Write" >> WriteTables(output, token)

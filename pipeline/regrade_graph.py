@@ -11,7 +11,7 @@ import apache_beam as beam
 from transforms.discover import DiscoverRuns
 from transforms.prepare import DEAD
 from transforms.regrade import DROPS, OBSERVATIONS, PrepareForRegrade, Regrade, as_regrade_dead_letter
-from transforms.sink import WritePartitionedParquet
+from transforms.sink import TableWrites, WriteTables
 
 
 def build(
@@ -29,6 +29,5 @@ def build(
         DEAD, DROPS, main=OBSERVATIONS
     )
     unprepared = prepared[DEAD] | "AsRegradeDeadLetters" >> beam.Map(as_regrade_dead_letter)
-    dead = (unprepared, regraded[DEAD]) | "FlattenDeadLetters" >> beam.Flatten()
-    tables = {OBSERVATIONS: regraded[OBSERVATIONS], "dead_letter": dead, DROPS: regraded[DROPS]}
-    return tables | "Write" >> WritePartitionedParquet(output, token)
+    tables = {OBSERVATIONS: regraded[OBSERVATIONS], "dead_letter": (unprepared, regraded[DEAD])}
+    return TableWrites(tables, drops=regraded[DROPS]) | "Write" >> WriteTables(output, token)

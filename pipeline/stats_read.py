@@ -14,7 +14,8 @@ from typing import Any
 import duckdb
 
 from graders.stats.cells import CellAcc, partition_observations, regression_row, shift, with_q_values
-from pipeline.tables import create_table_view
+from graders.tables.paths import parse_partition
+from pipeline.tables import create_table_view, has_partitions
 from transforms.output_lock import GcsStore
 
 RESULT_COLUMNS = ["run_id", "attempt", "grader_id", "value", "passed", "status", "direction", "unit"]
@@ -23,7 +24,7 @@ ORDER = {"regressed": 0, "improved": 1, "no-change": 2, "insufficient-data": 3}
 
 
 def has_table(output: str, table: str) -> bool:
-    return any(Path(output, table).glob("*/*/*.parquet"))
+    return has_partitions(output, table)
 
 
 def copy_table(output: str, table: str, into: str) -> int:
@@ -33,7 +34,7 @@ def copy_table(output: str, table: str, into: str) -> int:
     count = 0
     for blob in store.bucket.list_blobs(prefix=f"{store.prefix}{table}/"):
         rel = blob.name[len(store.prefix):]
-        if rel.endswith(".parquet") and rel.count("/") == 3:  # <table>/workflow=…/date=…/part
+        if rel.endswith(".parquet") and rel.count("/") == 3 and parse_partition(rel) is not None:
             target = Path(into, *rel.split("/"))
             target.parent.mkdir(parents=True, exist_ok=True)
             blob.download_to_filename(str(target))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from schemas.trace_tables import file_schema
+from schemas.partitions import file_schema
 
 # pass^k over the tasks with at least k gated values, with a bootstrap-over-tasks interval.
 PASS_K_INTERVAL = pa.struct([("k", pa.int32()), ("value", pa.float64()), ("low", pa.float64()),

@@ -1,17 +1,31 @@
-"""Arrow schemas of the output tables (design.md §3). Column order is the file order.
+"""The output tables: one :class:`TableSpec` per table, declared once in ``SPECS``.
 
-Partition columns (``workflow``, ``date``) are not stored in the files: they live in the hive
-path ``<table>/workflow=<w>/date=<YYYY-MM-DD>/``; readers add them back.
+Every consumer derives from the specs: the sink (sort key, identity, replace policy), the
+incremental drops (graders/tables/state.py), ``fleetgrade sql`` and report views (``optional``
+tables only when present), the BigQuery DDL. Column order is the file order. Partition columns (``workflow``,
+``date``) are not stored in the files: they live in the hive path
+``<table>/workflow=<w>/date=<YYYY-MM-DD>/`` (graders/tables/paths.py); readers add them back.
+
+The specs sit in the lowest layer so that every process that writes or reads (a Dataflow worker
+running only the sink, say) knows every table. Rows are built in higher layers (the grading core,
+the trace rules, the statistics), so a spec names its row builder (``module:function``) instead
+of importing it; a test resolves every name.
 """
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass
+
 import pyarrow as pa
 
-PARTITION_COLUMNS = ("workflow", "date")
-# How readers are told the partitioning: `date` is a DATE in every reader (pyarrow, DuckDB, Polars,
-# BigQuery), whatever a partition holds; an undated partition (`__HIVE_DEFAULT_PARTITION__`) reads as null.
-PARTITION_SCHEMA = pa.schema([("workflow", pa.string()), ("date", pa.date32())])
+from schemas.observation_table import OBSERVATION_KEY, OBSERVATION_SCHEMA
+from schemas.partitions import PARTITION_COLUMNS, PARTITION_SCHEMA, file_schema
+from schemas.state_table import STATE_SCHEMA, STATE_TABLE
+from schemas.stats_tables import GRADER_STATS_FILE, REGRESSIONS_FILE
+from schemas.trace_tables import TASK_RELIABILITY, TRACE_VERDICTS
+
+__all__ = ["PARTITION_COLUMNS", "PARTITION_SCHEMA", "SPECS", "Replace", "TableSpec", "public_tables", "run_tables"]
 
 METRIC = pa.struct([("id", pa.string()), ("value", pa.float64())])
 
@@ -85,78 +99,98 @@ DEAD_LETTER = pa.schema(
     ]
 )
 
-TABLES: dict[str, pa.Schema] = {
-    "grader_results": GRADER_RESULTS,
-    "runs": RUNS,
-    "dead_letter": DEAD_LETTER,
-}
 
-# Rows are sorted by these columns inside a partition, so files are deterministic.
-SORT_KEYS: dict[str, tuple[str, ...]] = {
-    "grader_results": ("run_id", "attempt", "grader_index", "grader_id"),
-    "runs": ("run_id", "attempt"),
-    "dead_letter": ("input", "stage"),
-}
+class Replace(enum.Enum):
+    """How a job's rows replace the rows already in a partition (transforms/sink.py)."""
 
-
-# How a rewrite of a partition treats the rows already in it (transforms/sink.py):
-# - IDENTITY tables merge: an old row survives unless a new row, or a regraded run, has its
-#   identity (these columns, within the partition);
-# - REPLACE_TABLE tables are recomputed whole: partitions that get no rows are deleted.
-IDENTITY: dict[str, tuple[str, ...]] = {
-    "grader_results": ("run_id", "attempt"),
-    "runs": ("run_id", "attempt"),
-    "dead_letter": ("input", "stage"),
-}
-REPLACE_TABLE: set[str] = set()
+    # Rows of a graded run, identified by (run_id, attempt): a regraded run's earlier rows are
+    # dropped (graders/tables/state.drops_for) and a new row replaces the row of its identity.
+    RUN = "run"
+    # A new row, or an explicit drop, replaces the stored row of its identity; the rest stay.
+    ROW = "row"
+    # Recomputed whole on each job: partitions that get no rows are deleted.
+    TABLE = "table"
 
 
-def register_table(
-    name: str,
-    schema: pa.Schema,
-    sort_keys: tuple[str, ...],
-    identity: tuple[str, ...] | None = None,
-    replace_table: bool = False,
-) -> None:
-    """Other table families (trace verdicts, observations, state…) add themselves here."""
-    TABLES[name] = schema
-    SORT_KEYS[name] = sort_keys
-    if identity is not None:
-        IDENTITY[name] = identity
-    if replace_table:
-        REPLACE_TABLE.add(name)
+RUN_IDENTITY = ("run_id", "attempt")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One output table."""
+
+    name: str  # a ``_`` prefix marks an internal table, never shown to readers
+    schema: pa.Schema  # of the files: no partition columns
+    sort_key: tuple[str, ...]  # rows are sorted so inside a partition: files are deterministic
+    replace: Replace
+    builder: str  # ``module:function`` that builds the rows
+    description: str
+    identity: tuple[str, ...] = ()  # a row's identity within its partition (RUN and ROW tables)
+    # New rows sharing an identity: only the least by these columns is written (several grader
+    # families may fail on one run, which is still one dead letter).
+    one_per_identity: tuple[str, ...] = ()
+    optional: bool = False  # not written by every ``fleetgrade run``: readers do without it
+
+    def __post_init__(self) -> None:
+        names = set(self.schema.names)
+        missing = [c for c in (*self.sort_key, *self.identity, *self.one_per_identity) if c not in names]
+        if missing:
+            raise ValueError(f"table {self.name}: columns {missing} are not in its schema")
+        if (self.replace is Replace.TABLE) == bool(self.identity):
+            raise ValueError(f"table {self.name}: an identity is what RUN and ROW tables replace by")
+        if self.replace is Replace.RUN and self.identity != RUN_IDENTITY:
+            raise ValueError(f"table {self.name}: a run's rows are identified by {RUN_IDENTITY}")
+
+    @property
+    def internal(self) -> bool:
+        return self.name.startswith("_")
+
+
+def _specs(*specs: TableSpec) -> dict[str, TableSpec]:
+    return {s.name: s for s in specs}
+
+
+SPECS: dict[str, TableSpec] = _specs(
+    TableSpec("grader_results", GRADER_RESULTS, ("run_id", "attempt", "grader_index", "grader_id"), Replace.RUN,
+              "graders.tables.rows:result_rows", "One row per (run, grader): its value, status and provenance.",
+              identity=RUN_IDENTITY),
+    TableSpec("runs", RUNS, ("run_id", "attempt"), Replace.RUN, "graders.tables.rows:run_row",
+              "One row per graded run: its metadata, status counts and trace totals.", identity=RUN_IDENTITY),
+    TableSpec("dead_letter", DEAD_LETTER, ("input", "stage"), Replace.ROW, "graders.tables.rows:dead_letter_row",
+              "One row per input that could not be graded, and why.", identity=("input", "stage"),
+              one_per_identity=("error_class", "message")),
+    TableSpec("trace_verdicts", file_schema(TRACE_VERDICTS), ("run_id", "attempt"), Replace.RUN,
+              "transforms.trace_verdicts:verdict_row", "One trace-rule verdict per graded run.",
+              identity=RUN_IDENTITY),
+    # An aggregate over every run of a task: recomputed whole on each run, never merged.
+    TableSpec("task_reliability", file_schema(TASK_RELIABILITY), ("task",), Replace.TABLE,
+              "transforms.reliability:task_reliability_row", "pass^k and pass@k per task."),
+    # Observations accumulate: a row goes only when a new row has its (run, attempt, digest, time).
+    TableSpec("observations", file_schema(OBSERVATION_SCHEMA), (*OBSERVATION_KEY, "attempt"), Replace.ROW,
+              "graders.families.opvalue.regrade:regrade",
+              "Operational-value regrades of a run at an evidence time (fleetgrade regrade).",
+              identity=("run_id", "attempt", "evaluator_digest", "evidence_at"), optional=True),
+    # A row per run folder, in its run's partition (so no worker holds the whole fleet's state),
+    # rewritten whole on each run: every row is carried, replaced or dropped (transforms/incremental.py).
+    TableSpec(STATE_TABLE, STATE_SCHEMA, ("root",), Replace.TABLE, "graders.tables.state:graded_state",
+              "What graded each run folder, so a rerun redoes only what changed."),
+    # Statistics per window ending on the partition's date: a recomputed cell replaces its row;
+    # cells whose windows hold no regraded run are not recomputed and stay (transforms/stats.py).
+    TableSpec("grader_stats", GRADER_STATS_FILE, ("grader_id", "window_days"), Replace.ROW,
+              "graders.stats.cells:stats_rows", "Per-grader statistics over windows ending on the date.",
+              identity=("grader_id", "window_days")),
+    # One row per (workflow, grader) for its latest window; q-values span every row, so the
+    # table is rewritten whole on each run (rows of untouched workflows are carried).
+    TableSpec("regressions", REGRESSIONS_FILE, ("grader_id",), Replace.TABLE, "graders.stats.cells:regression_row",
+              "Per (workflow, grader): its latest window against its baseline."),
+)
+
+
+def run_tables() -> list[str]:
+    """Tables whose rows belong to a graded run: a regraded run's earlier rows are dropped."""
+    return [name for name, spec in SPECS.items() if spec.replace is Replace.RUN]
 
 
 def public_tables() -> list[str]:
     """Tables for readers (SQL views, BigQuery DDL, reports); ``_``-prefixed ones are internal."""
-    return sorted(t for t in TABLES if not t.startswith("_"))
-
-
-def _register_families() -> None:
-    """Every table family registers here, so any process that writes (a Dataflow worker running
-    only the sink, say) knows every table without importing the modules that produce rows."""
-    from schemas.observation_table import OBSERVATION_KEY, OBSERVATION_SCHEMA
-    from schemas.state_table import STATE_SCHEMA, STATE_TABLE
-    from schemas.stats_tables import GRADER_STATS_FILE, REGRESSIONS_FILE
-    from schemas.trace_tables import TASK_RELIABILITY, TRACE_VERDICTS, file_schema
-
-    register_table("trace_verdicts", file_schema(TRACE_VERDICTS), ("run_id", "attempt"),
-                   identity=("run_id", "attempt"))
-    # An aggregate over every run of a task: recomputed whole on each run, never merged.
-    register_table("task_reliability", file_schema(TASK_RELIABILITY), ("task",), replace_table=True)
-    # Observations accumulate: a row goes only when a new row has its (run, attempt, digest, time).
-    register_table("observations", file_schema(OBSERVATION_SCHEMA), (*OBSERVATION_KEY, "attempt"),
-                   identity=("run_id", "attempt", "evaluator_digest", "evidence_at"))
-    # A row per run folder, in its run's partition (so no worker holds the whole fleet's state),
-    # rewritten whole on each run: every row is carried, replaced or dropped (transforms/incremental.py).
-    register_table(STATE_TABLE, STATE_SCHEMA, ("root",), replace_table=True)
-    # Statistics per window ending on the partition's date: a recomputed cell replaces its row;
-    # cells whose windows hold no regraded run are not recomputed and stay (transforms/stats.py).
-    register_table("grader_stats", GRADER_STATS_FILE, ("grader_id", "window_days"),
-                   identity=("grader_id", "window_days"))
-    # One row per (workflow, grader) for its latest window; q-values span every row, so the
-    # table is rewritten whole on each run (rows of untouched workflows are carried).
-    register_table("regressions", REGRESSIONS_FILE, ("grader_id",), replace_table=True)
-
-
-_register_families()
+    return sorted(name for name, spec in SPECS.items() if not spec.internal)

@@ -1,14 +1,12 @@
 """Arrow schemas of the trace-rule tables (design.md §3): ``trace_verdicts`` and ``task_reliability``.
 
 Both list ``workflow`` and ``date`` first. They are the hive partition columns: a writer that
-stores them in the path drops them from the file with :func:`file_schema`.
+stores them in the path drops them from the file with :func:`schemas.partitions.file_schema`.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
-
-PARTITION_COLUMNS = ("workflow", "date")
 
 FLAG = pa.struct(
     [
@@ -52,7 +50,3 @@ TASK_RELIABILITY = pa.schema(
     ]
 )
 
-
-def file_schema(schema: pa.Schema) -> pa.Schema:
-    """The schema without the partition columns, for files under ``workflow=…/date=…/``."""
-    return pa.schema([f for f in schema if f.name not in PARTITION_COLUMNS])

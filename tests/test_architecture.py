@@ -63,12 +63,6 @@ LAZY_IMPORTS: Mapping[tuple[str, str], str] = {
     ("pipeline.cmd_report", "pipeline.report.render"): "CLI start-up",
     ("pipeline.cmd_report", "pipeline.report.scope"): "CLI start-up",
     ("pipeline.preflight", "transforms.discover"): "CLI start-up: Beam's file systems",
-    # The sink registers every table family when first asked, so a worker that runs only the
-    # sink knows every table; the schema modules import nothing of schemas.tables.
-    ("schemas.tables", "schemas.observation_table"): "tables registered on first use",
-    ("schemas.tables", "schemas.state_table"): "tables registered on first use",
-    ("schemas.tables", "schemas.stats_tables"): "tables registered on first use",
-    ("schemas.tables", "schemas.trace_tables"): "tables registered on first use",
 }
 
 

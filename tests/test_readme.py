@@ -222,7 +222,7 @@ def test_readme_fleetgrade_command_runs(command, checkout_copy):
 
 
 def test_the_table_reference_names_every_column_of_every_table():
-    from schemas.tables import TABLES
+    from schemas.tables import SPECS
 
     text = README.read_text(encoding="utf-8")
     reference = text[text.index("\n## Tables\n"):text.index("\n## Reading the tables\n")]
@@ -230,5 +230,5 @@ def test_the_table_reference_names_every_column_of_every_table():
         heading = re.search(rf"^### `{table}`.*$", reference, re.MULTILINE)
         assert heading, f"README.md has no '### `{table}`' section under Tables"
         section = reference[heading.end():].split("\n### ", 1)[0]
-        missing = [f.name for f in TABLES[table] if not re.search(rf"(?<![\w-]){f.name}(?![\w-])", section)]
+        missing = [f.name for f in SPECS[table].schema if not re.search(rf"(?<![\w-]){f.name}(?![\w-])", section)]
         assert not missing, f"README.md's {table} section does not name {missing}"

@@ -41,3 +41,12 @@ def beam_run_files(root: str, listing: Iterable[tuple[Any, ...]]) -> RunFiles:
         return cast(AbstractContextManager[IO[bytes]], fh)
 
     return RunFiles(root, listing_sizes(listing), opener, skipped_warnings(root, listing))
+
+
+def read_if_exists(path: str) -> bytes | None:
+    """A file's bytes, or None when there is no such file."""
+    if not FileSystems.exists(path):
+        return None
+    with FileSystems.open(path) as fh:
+        data: bytes = fh.read()
+    return data

@@ -71,7 +71,7 @@ class GradeRuns(beam.PTransform):
     Everything stays in per-family collections, handed to the sink as a table's named parts: the
     local runner materializes a Flatten or a join, which held a row per run of the fleet at once
     (make bench memory). ``runs`` parts become rows where their partition is written
-    (``graders.tables.rows.assemble_runs``); dead letters are one per run (``one_dead_letter_each``).
+    (``graders.tables.rows.assemble_runs``); dead letters are one per run (``dead_letter``'s spec, ``one_per_identity``).
     """
 
     def __init__(self, plans: PlanSet, resource_hints: bool = False) -> None:

@@ -13,13 +13,13 @@ from apache_beam.metrics import Metrics
 
 from graders.families.trace_rules.config import TraceConfig
 from graders.grading.plan import PlanSet
-from graders.tables.parquet import decode_table, partition_values
+from graders.tables.parquet import decode_table
+from graders.tables.paths import partition_file, partition_values, table_globs
 from graders.tables.state import GradingDigests, StoredState, listing_digest, listing_fingerprint, unchanged
 from schemas.state_table import STATE_TABLE
-from transforms.beamfiles import join
+from transforms.beamfiles import join, read_if_exists
 from transforms.discover import ListRuns
 from transforms.progress import FINISHED, KEPT, Tally
-from transforms.sink import partition_file, read_if_exists, table_globs
 
 KEEP = "keep"
 
@@ -27,7 +27,7 @@ KEEP = "keep"
 def read_table_rows(output: str, table: str) -> Iterator[dict[str, Any]]:
     """Every row an earlier run wrote to ``table``, with its partition columns."""
     metas = []
-    for pattern in table_globs(output, table):
+    for pattern in (join(output, g) for g in table_globs(table)):
         try:
             metas += [m for r in FileSystems.match([pattern]) for m in r.metadata_list]
         except Exception:  # nothing there yet (first run)

@@ -24,7 +24,7 @@ from transforms.beamfiles import beam_run_files
 from transforms.prepare import DEAD, PrepareRun, RunToRead
 
 OBSERVATIONS = "observations"
-DROPS = "_drops"
+DROPS = "drops"  # the side output of the stored rows a regrade replaces
 STAGE = "regrade"
 LOG = logging.getLogger("fleetgrade")
 

@@ -2,9 +2,9 @@
 
 Rows are packed into chunks per (table, workflow, date) and staged to shard files as they are
 produced (``transforms/staging.py``); only chunk references are grouped per partition. Each
-touched partition is rewritten as ONE file: the rows already in it that survive (see
-``schemas.tables.IDENTITY``: an old row goes when a new row or a dropped run has its identity)
-plus the new rows, sorted. The file is written to
+touched partition is rewritten as ONE file, as its table's spec says (``schemas.tables.SPECS``,
+``graders.tables.merge``): the rows already in it that survive (an old row goes when a new row
+or a drop has its identity) plus the new rows, sorted. The file is written to
 ``<output>/_staging/<job>/…``; after every partition is written, a single commit step checks that
 the job still holds the output's lock (``transforms/output_lock.py``), moves each file over
 ``<table>/workflow=<w>/date=<d>/part-00000.parquet`` (an atomic replace of one object on local
@@ -25,32 +25,42 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from graders.tables.parquet import decode_table, encode_table, partition_path
-from schemas.tables import IDENTITY, REPLACE_TABLE
-from transforms.beamfiles import join
+from graders.tables.merge import partition_rows
+from graders.tables.parquet import decode_table, encode_table
+from graders.tables.paths import PART_NAME, partition_file, table_globs
+from graders.tables.rows import assemble_runs
+from graders.tables.state import Drop
+from schemas.tables import SPECS, Replace
+from transforms.beamfiles import join, read_if_exists
 from transforms.heap import tune_heap
 from transforms.output_lock import STAGING, check_holder
 from transforms.staging import PartitionKey, StageRows, read_chunks
 
-PART_NAME = "part-00000.parquet"
 LOG = logging.getLogger("fleetgrade")
 # Crash-safety tests kill the process after N commit operations (never set in production).
 FAULT_ENV = "FLEETGRADE_FAULT_KILL_AFTER_COMMITS"
 
-Drop = tuple[str, str | None, str | None, tuple[Any, ...]]  # (table, workflow, date, identity)
-TableRows = beam.PCollection | dict[str, beam.PCollection]  # a table's rows, or its named parts
 Action = tuple[str, str]  # ("write" | "keep" | "delete", partition file path relative to output)
+# A table's rows: one collection, or several that are staged each on its own (the local runner
+# materializes a Flatten, which held a row per run of the fleet: make bench memory).
+Rows = beam.PCollection | Sequence[beam.PCollection]
+# The ``runs`` row still leaves grading as parts, joined where its partition is written; once
+# grading emits whole rows this goes, and ``runs`` is a table like any other.
+_JOIN_PARTS = {"runs": assemble_runs}
 
 
-def identity_of(table: str, row: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(row.get(c) for c in IDENTITY[table])
+class TableWrites(NamedTuple):
+    """What :class:`WriteTables` writes: {table name: its rows}, and the stored rows to drop."""
+
+    tables: dict[str, Rows]
+    drops: Rows = ()
 
 
 def _key_drop(drop: Drop) -> tuple[PartitionKey, tuple[Any, ...]]:
@@ -58,27 +68,10 @@ def _key_drop(drop: Drop) -> tuple[PartitionKey, tuple[Any, ...]]:
     return (table, workflow, date), ident
 
 
-def partition_file(table: str, workflow: str | None, date: str | None) -> str:
-    """A partition's one file, relative to the output folder."""
-    return f"{partition_path(table, workflow, date)}/{PART_NAME}"
-
-
-def read_if_exists(path: str) -> bytes | None:
-    if not FileSystems.exists(path):
-        return None
-    with FileSystems.open(path) as fh:
-        data: bytes = fh.read()
-    return data
-
-
-Assemble = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
-
-
 class _WritePartition(beam.DoFn):
-    def __init__(self, output: str, staging: str, assemble: Mapping[str, Assemble]) -> None:
+    def __init__(self, output: str, staging: str) -> None:
         self.output = output
         self.staging = staging
-        self.assemble = dict(assemble)
         self.files = Metrics.counter("fleetgrade", "partitions_written")
         self.unchanged = Metrics.counter("fleetgrade", "partitions_unchanged")
         self.rows = Metrics.counter("fleetgrade", "rows_written")
@@ -96,15 +89,12 @@ class _WritePartition(beam.DoFn):
             else:
                 drops.add(tuple(value))
         new_rows = list(read_chunks(self.staging, table, refs))
-        if table in self.assemble:
-            new_rows = self.assemble[table](new_rows)
+        if table in _JOIN_PARTS:
+            new_rows = _JOIN_PARTS[table](new_rows)
         rel = partition_file(table, workflow, date)
         existing = read_if_exists(join(self.output, rel))
-        rows = new_rows
-        if table in IDENTITY and existing is not None:
-            replaced = drops | {identity_of(table, r) for r in new_rows}
-            kept = [r for r in decode_table(table, existing) if identity_of(table, r) not in replaced]
-            rows = kept + new_rows
+        stored = decode_table(table, existing) if existing is not None else None
+        rows = partition_rows(SPECS[table], new_rows, stored, drops)
         if not rows:
             if existing is not None:
                 yield "delete", rel
@@ -188,15 +178,9 @@ class _Fault:
             self.remaining -= 1
 
 
-def table_globs(output: str, table: str, name: str = PART_NAME) -> list[str]:
-    """Globs of a table's files: ``name`` in each partition, and ``<table>/part-00000.parquet``,
-    a table's one file from before it was partitioned (``_state`` of earlier builds), which is
-    read like a partition and replaced by the partitions written."""
-    return [join(output, f"{table}/*/*/{name}"), join(output, f"{table}/{PART_NAME}")]
-
-
 def _table_files(output: str, table: str) -> list[str]:
-    return [m.path for r in FileSystems.match(table_globs(output, table, "*")) for m in r.metadata_list]
+    globs = [join(output, g) for g in table_globs(table, "*")]
+    return [m.path for r in FileSystems.match(globs) for m in r.metadata_list]
 
 
 def _drop_staging(output: str, staging: str) -> None:
@@ -252,7 +236,7 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
         fault.tick()
     # Whole-table aggregates: a partition that got no rows this time is gone.
     produced = {join(output, rel) for _, rel in actions}
-    for table in sorted(REPLACE_TABLE & set(tables)):
+    for table in sorted(t for t in set(tables) if SPECS[t].replace is Replace.TABLE):
         for path in _table_files(output, table):
             if path not in produced:
                 FileSystems.delete([path])
@@ -262,41 +246,34 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
     return committed
 
 
-class WritePartitionedParquet(beam.PTransform):
-    """{table: rows} (+ drops) → hive-partitioned Parquet under ``output``; outputs committed paths."""
+class WriteTables(beam.PTransform):
+    """:class:`TableWrites` → hive-partitioned Parquet under ``output``; outputs committed paths."""
 
-    def __init__(self, output: str, token: str, assemble: Mapping[str, Assemble] | None = None) -> None:
-        """``assemble`` maps a table to the function making its rows from the rows staged for
-        one partition (a table staged as parts of rows, such as ``runs``)."""
+    def __init__(self, output: str, token: str) -> None:
         super().__init__()
         self.output = output.rstrip("/")
         self.token = token
         self.staging = join(self.output, f"{STAGING}/{token}")
-        self.assemble = dict(assemble or {})
 
-    def expand(self, tables: dict[str, TableRows]) -> beam.PCollection:
-        """``tables`` maps table names to row collections, or to named parts whose rows make
-        the table together; the key ``"_drops"`` (optional) holds (table, workflow, date, identity)
-        tuples of rows to remove."""
-        names = sorted(t for t in tables if t != "_drops")
+    def expand(self, writes: TableWrites) -> beam.PCollection:
+        unknown = sorted(set(writes.tables) - set(SPECS))
+        if unknown:
+            raise ValueError(f"no TableSpec for tables {unknown} (schemas/tables.py)")
+        names = sorted(writes.tables)
         # Stage each collection, then flatten the chunk references: the local runner materializes
         # every Flatten, so flattening rows first buffered every row of the fleet.
-        staged = []
-        for name in names:
-            rows = tables[name]
-            parts = {name: rows} if isinstance(rows, beam.PCollection) else {f"{name}/{k}": v for k, v in rows.items()}
-            for label, part in parts.items():
-                staged.append(part | f"Stage[{label}]" >> beam.ParDo(StageRows(name, self.staging)))
+        keyed = [
+            rows | f"Stage[{name}/{i}]" >> beam.ParDo(StageRows(name, self.staging))
+            for name in names for i, rows in enumerate(_collections(writes.tables[name]))
+        ]
         # References (bytes) and drops (identity tuples) meet in one Flatten and one GroupByKey:
         # each crossing of a stage holds them all in the local runner.
-        keyed = list(staged)
-        if "_drops" in tables:
-            keyed.append(tables["_drops"] | "KeyDrops" >> beam.Map(_key_drop))
+        keyed += [drops | f"KeyDrops/{i}" >> beam.Map(_key_drop) for i, drops in enumerate(_collections(writes.drops))]
         actions = (
             tuple(keyed)
             | "FlattenRefsAndDrops" >> beam.Flatten()
             | "GroupByPartition" >> beam.GroupByKey()
-            | "WritePartition" >> beam.ParDo(_WritePartition(self.output, self.staging, self.assemble))
+            | "WritePartition" >> beam.ParDo(_WritePartition(self.output, self.staging))
         )
         return (
             actions.pipeline
@@ -305,3 +282,7 @@ class WritePartitionedParquet(beam.PTransform):
                 commit, beam.pvalue.AsList(actions), output=self.output, staging=self.staging, tables=names,
                 job=self.token)
         )
+
+
+def _collections(rows: Rows) -> list[beam.PCollection]:
+    return [rows] if isinstance(rows, beam.PCollection) else list(rows)

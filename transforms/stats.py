@@ -39,11 +39,11 @@ from graders.stats.cells import (
     stats_rows,
     with_q_values,
 )
-from graders.tables.parquet import decode_table, partition_values
+from graders.tables.parquet import decode_table
+from graders.tables.paths import partition_file, partition_glob, partition_values
 from schemas.version import FLEETGRADE_VERSION
-from transforms.beamfiles import join
+from transforms.beamfiles import join, read_if_exists
 from transforms.incremental import read_table_rows
-from transforms.sink import partition_file, read_if_exists
 
 Partition = tuple[str, str]  # (workflow, date)
 STATS_TABLES = ("grader_results", "trace_verdicts")
@@ -76,7 +76,7 @@ class CellCombineFn(beam.CombineFn):  # type: ignore[misc]
 def stored_partitions(output: str, table: str = "grader_results") -> list[Partition]:
     """(workflow, date) of every stored partition of ``table`` (one listing)."""
     try:
-        metas = [m for r in FileSystems.match([join(output, f"{table}/*/*/part-00000.parquet")]) for m in r.metadata_list]
+        metas = [m for r in FileSystems.match([join(output, partition_glob(table))]) for m in r.metadata_list]
     except Exception:  # nothing stored yet
         return []
     out = []

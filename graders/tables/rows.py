@@ -215,15 +215,3 @@ def assemble_runs(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({**stub, **counts.get(key, status_counts([]))})
     return out
 
-
-def one_dead_letter_each(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One dead letter per (input, stage): several grader families may fail on one run, and a
-    run is either graded or dead-lettered once (inputs = graded + dead letters). The kept row
-    is the first by (error class, message), whatever order the families finished in."""
-    best: dict[tuple[Any, Any], dict[str, Any]] = {}
-    for row in rows:
-        key = (row["input"], row["stage"])
-        kept = best.get(key)
-        if kept is None or (row["error_class"], row["message"]) < (kept["error_class"], kept["message"]):
-            best[key] = row
-    return list(best.values())

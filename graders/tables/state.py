@@ -21,10 +21,11 @@ import orjson
 from graders.families.trace_rules.config import TraceConfig
 from graders.grading.plan import GradingPlan, PlanSet
 from graders.tables.rows import implementation_digest
+from schemas.tables import run_tables
 from schemas.version import FLEETGRADE_VERSION
 
-# Tables whose rows belong to a graded run, identified by (run_id, attempt) in its partition.
-RUN_TABLES = ("grader_results", "runs", "trace_verdicts")
+# A stored row to remove when a partition is rewritten: (table, workflow, date, identity).
+Drop = tuple[str, str | None, str | None, tuple[Any, ...]]
 
 
 def listing_digest(listing: Iterable[tuple[Any, ...]]) -> str:
@@ -86,14 +87,15 @@ def dead_state(root: str, listing: str, grading: str, workflow: str | None, date
             "fleetgrade_version": FLEETGRADE_VERSION}
 
 
-def drops_for(previous: dict[str, Any] | None) -> list[tuple[str, str | None, str | None, tuple[Any, ...]]]:
-    """The rows a regraded run had: (table, workflow, date, identity) to drop before writing anew."""
+def drops_for(previous: dict[str, Any] | None) -> list[Drop]:
+    """The rows a regraded run had: (table, workflow, date, identity) to drop before writing anew
+    (every table whose spec replaces by run, schemas/tables.py)."""
     if not previous:
         return []
     w, d = previous.get("workflow"), previous.get("date")
     if previous.get("outcome") == "graded":
         ident = (previous.get("run_id"), previous.get("attempt"))
-        return [(t, w, d, ident) for t in RUN_TABLES]
+        return [(t, w, d, ident) for t in run_tables()]
     # A folder dead-lettered when read, or as a second folder of one run (transforms/duplicates.py).
     return [("dead_letter", w, d, (previous.get("root"), stage)) for stage in ("prepare", "duplicate")]
 

@@ -11,15 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import duckdb
 
-from pipeline.tables import connect, create_table_view
-
-# Tables other families write; read when their partitions exist even if this checkout does not
-# register their schema in schemas.tables.TABLES.
-OPTIONAL_TABLES = ("trace_verdicts", "task_reliability", "observations")
+from pipeline.tables import connect
 
 
 @dataclass(frozen=True)
@@ -57,13 +52,10 @@ def date_literal(d: dt.date) -> str:
 
 
 def open_scope(output: str, sel: Selection) -> tuple[duckdb.DuckDBPyConnection, frozenset[str]]:
-    """A connection with a ``v_<table>`` view per present table, and the set of present tables."""
+    """A connection with a ``v_<table>`` view per present table (every public table of
+    ``schemas.tables.SPECS`` that holds a partition), and the set of present tables."""
     con = connect(output)
     have = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
-    for table in OPTIONAL_TABLES:
-        if table not in have and not output.startswith("gs://") and any(Path(output, table).glob("*/*/*.parquet")):
-            create_table_view(con, output, table)
-            have.add(table)
     for table in sorted(have):
         con.execute(f"CREATE TEMP VIEW v_{table} AS SELECT * FROM {table} {sel.where()}")
     return con, frozenset(have)

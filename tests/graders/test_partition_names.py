@@ -1,4 +1,4 @@
-"""The one encoding of partition values in paths (graders.tables.parquet.partition_value)."""
+"""The one encoding of partition values in paths (graders.tables.paths.partition_value)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,17 @@ from urllib.parse import quote
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from graders.tables.parquet import (
+from graders.tables.parquet import encode_table
+from graders.tables.paths import (
     HIVE_NULL,
     NAME_MAX,
     ORIGINAL_COLUMN,
+    PART_NAME,
     decode_partition_value,
-    encode_table,
     is_hashed,
+    keeps_original,
+    parse_partition,
+    partition_file,
     partition_path,
     partition_value,
     partition_values,
@@ -72,3 +76,29 @@ def test_a_hashed_partition_keeps_its_name_in_its_file():
     plain = encode_table("dead_letter", [row], "short")
     assert stored_original(plain) is None and ORIGINAL_COLUMN.encode() not in plain
     assert plain == encode_table("dead_letter", [row])  # short names: files as before
+
+
+tables = st.from_regex(r"_?[a-z][a-z_]{0,30}", fullmatch=True)
+dates = st.none() | st.dates().map(lambda d: d.isoformat())
+
+
+@settings(max_examples=200, deadline=None)
+@given(tables, st.none() | st.just("") | names, dates, st.sampled_from(["", "out/", "gs://bucket/a=b/out/"]))
+def test_a_partition_path_parses_back_to_its_table_and_values(table, workflow, date, prefix):
+    """What the writer builds, every reader parses back: the table, the file, and the values
+    (a hashed workflow's from the file it keeps the name in)."""
+    rel = partition_file(table, workflow, date)
+    parsed = parse_partition(prefix + rel)
+    assert parsed is not None and (parsed.table, parsed.name) == (table, PART_NAME)
+    assert f"{partition_path(table, workflow, date)}/{PART_NAME}" == rel
+    row = {"input": "x", "run_id": "1", "stage": "prepare", "error_class": "E", "message": "m",
+           "fleetgrade_version": "v"}
+    data = encode_table("dead_letter", [row], workflow)
+    assert partition_values(prefix + rel, lambda: data) == (workflow or None, date)
+    assert parsed.hashed == keeps_original(workflow)
+
+
+def test_paths_that_are_no_partition_parse_as_none():
+    for path in ("", "runs", "out/runs/part-00000.parquet", "out/runs/date=x/workflow=y/f", "workflow=a/date=b/f"):
+        assert parse_partition(path) is None
+    assert partition_values("out/_state/part-00000.parquet") == (None, None)

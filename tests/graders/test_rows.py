@@ -1,4 +1,5 @@
-"""The ``runs`` row assembled from its parts, and one dead letter per run (graders/tables/rows.py)."""
+"""The ``runs`` row assembled from its parts (graders/tables/rows.py), and one dead letter per run
+(the ``dead_letter`` spec's ``one_per_identity``, graders/tables/merge.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graders.tables.rows import RUN_PART, assemble_runs, failure_part, one_dead_letter_each, status_counts
+from graders.tables.merge import one_per_identity
+from graders.tables.rows import RUN_PART, assemble_runs, failure_part, status_counts
+from schemas.tables import SPECS
 
 
 def stub(run_id: str, attempt: int = 1) -> dict:
@@ -74,4 +77,4 @@ def test_one_dead_letter_per_input_and_stage_whatever_the_order():
     for seed in range(10):
         shuffled = list(rows)
         random.Random(seed).shuffle(shuffled)
-        assert sorted(one_dead_letter_each(shuffled), key=lambda r: (r["input"], r["stage"])) == expected
+        assert sorted(one_per_identity(SPECS["dead_letter"], shuffled), key=lambda r: (r["input"], r["stage"])) == expected

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from graders.tables.parquet import partition_path
+from graders.tables.paths import partition_path
 from schemas.tables import DEAD_LETTER, GRADER_RESULTS, RUNS
 
 FLAG = pa.struct([("check", pa.string()), ("severity", pa.string()), ("step", pa.int64()),

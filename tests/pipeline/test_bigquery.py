@@ -79,10 +79,18 @@ def check_ddl(ddl: str, schemas: dict[str, pa.Schema]) -> None:
         assert parse_columns(m["cols"]) == want, name
 
 
+def _schemas() -> dict[str, pa.Schema]:
+    return {name: spec.schema for name, spec in tables.SPECS.items()}
+
+
+def _spec(name: str, schema: pa.Schema) -> tables.TableSpec:
+    return tables.TableSpec(name, schema, (), tables.Replace.TABLE, "tests.pipeline.test_bigquery:_spec", "a test's")
+
+
 def test_ddl_matches_every_arrow_schema(capsys):
     assert main(["bigquery-ddl", PREFIX + "/", "--dataset", "ds"]) == 0
     out = capsys.readouterr().out
-    check_ddl(out, tables.TABLES)
+    check_ddl(out, _schemas())
     assert "metrics ARRAY<STRUCT<id STRING, value FLOAT64>>" in out
     assert "warnings ARRAY<STRING>" in out
 
@@ -96,9 +104,9 @@ def test_tables_registered_later_are_included(monkeypatch):
         ("evidence_at", pa.timestamp("us", tz="UTC")), ("local_at", pa.timestamp("us")),
         ("day", pa.date32()), ("case", pa.string()), ("flags", pa.list_(flag)), ("ok", pa.bool_()),
     ])
-    monkeypatch.setitem(tables.TABLES, "extra_table", extra)
+    monkeypatch.setitem(tables.SPECS, "extra_table", _spec("extra_table", extra))
     ddl = all_ddl(PREFIX, "ds")
-    check_ddl(ddl, tables.TABLES)
+    check_ddl(ddl, _schemas())
     assert "`case` STRING" in ddl
     assert "flags ARRAY<STRUCT<check STRING, step INT64, tool STRING>>" in ddl
     assert "(run_id STRING, evidence_at TIMESTAMP" in ddl, "partition columns are not file columns"
@@ -112,7 +120,7 @@ def test_unmapped_types_raise(t):
 
 
 def test_unmapped_type_is_a_clear_cli_error(monkeypatch, capsys):
-    monkeypatch.setitem(tables.TABLES, "bad", pa.schema([("m", pa.map_(pa.string(), pa.int64()))]))
+    monkeypatch.setitem(tables.SPECS, "bad", _spec("bad", pa.schema([("m", pa.map_(pa.string(), pa.int64()))])))
     assert main(["bigquery-ddl", PREFIX, "--dataset", "ds"]) == 1
     assert "no BigQuery type" in capsys.readouterr().err
 

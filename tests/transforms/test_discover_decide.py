@@ -11,7 +11,8 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from graders.families.trace_rules.config import default_config
 from graders.grading.plan import PlanSet, default_plan
-from graders.tables.parquet import encode_table, partition_path
+from graders.tables.parquet import encode_table
+from graders.tables.paths import PART_NAME, partition_path
 from graders.tables.state import (
     GradingDigests,
     StoredState,
@@ -31,7 +32,6 @@ from transforms.incremental import (
     stored_rows_of,
     unbatch_runs,
 )
-from transforms.sink import PART_NAME
 
 ROOTS = ("wf-a/run-11", "wf-b/2026-05-03/77", "wf-b/run-12")  # make_fleet's run folders
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from graders.families.trace_rules.config import default_config
 from graders.families.trace_rules.verdicts import grade
 from graders.formats.model import Run, Step
-from schemas.trace_tables import TASK_RELIABILITY, TRACE_VERDICTS, file_schema
+from schemas.partitions import file_schema
+from schemas.trace_tables import TASK_RELIABILITY, TRACE_VERDICTS
 from schemas.version import FLEETGRADE_VERSION
 from tests.helpers.combiners import assert_combiner_equivalent
 from transforms.reliability import (

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from unittest.mock import patch
 
+from graders.tables.paths import PART_NAME
 from transforms import sink
-from transforms.sink import PART_NAME, STAGING, commit
+from transforms.sink import STAGING, commit
 
 
 def _files(root: Path) -> set[str]:
