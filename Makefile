@@ -16,7 +16,7 @@ install: venv system-deps
 
 # System tools the sandboxes and browser tests use (bubblewrap, jq, chromium); root only.
 system-deps: venv
-	@$(PY) -m pipeline.system_deps
+	@$(PY) -m tools.system_deps
 
 demo: install
 	rm -rf $(OUT)
@@ -26,7 +26,7 @@ demo: install
 	@echo "Parquet tables written under $(OUT)/"
 
 lint: install
-	$(VENV)/bin/ruff check schemas graders transforms pipeline tests bench
+	$(VENV)/bin/ruff check schemas graders transforms pipeline tests bench tools
 	$(VENV)/bin/mypy
 
 test: install lint

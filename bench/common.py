@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from graders.families.trace_rules.config import TraceConfig, default_config
-from graders.grading.plan import GradingPlan, default_plan
-from graders.prepare import grade_prepared, prepare_run
+from graders.grading.plan import GradingPlan, PlanSet, default_plan
+from graders.one_run import RunGrader
+from graders.prepare import prepare_run
 from graders.runs.runfiles import local_run_files
-from pipeline.synth import MANIFEST, SizeMix, SynthOptions, synth_fleet, synth_options
+from tools.synth import MANIFEST, SizeMix, SynthOptions, synth_fleet, synth_options
 from transforms.discover import ListRuns
 from transforms.heap import tune_gc
-from transforms.trace_verdicts import verdict_row
 
 BENCH_DIR = Path(os.environ.get("FLEETGRADE_BENCH_DIR", ".bench"))
 LARGE_TIERS = frozenset({"large", "near-limit"})
@@ -145,8 +145,7 @@ def loop_one(root: Path, folder: str, tier: str, plan: GradingPlan, rules: Trace
     try:
         prep = prepare_run(files, folder)
         t1 = time.perf_counter()
-        grade_prepared(prep, plan)
-        verdict_row(prep, rules)
+        RunGrader(PlanSet(plan), rules).grade(prep, strict=True)
     except Exception:  # a dead letter in the pipeline
         graded = False
     t2 = time.perf_counter()

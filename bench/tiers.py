@@ -25,7 +25,7 @@ from bench import reference
 from bench.common import core_fleet, fleet, loop_one, loop_setup, manifest_entries, row
 from bench.core import _floor_one
 from bench.pipeline import run_pipeline
-from pipeline.synth import SizeMix
+from tools.synth import SizeMix
 
 IR_KEYS = ("trajectoryIR", "trajectoryIr")
 

@@ -154,7 +154,7 @@ def write_run(wf: str, day: str, run_id: int, attempt: int, rng: random.Random) 
                                      "output_tokens": sum(t["output_tokens"] for t in tokens)})
 
 
-# gh-aw archives the frozen operational-value evaluator with each run (graders.md §3-§4).
+# gh-aw archives the frozen operational-value evaluator with each run (docs/reference/graders.md §3-§4).
 EVALUATOR = """#!/usr/bin/env bash
 # File Diet Decision Conformance: did the run request the right follow-up?
 # Metrics (frozen with these bytes):

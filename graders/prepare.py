@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from graders.families.opvalue.archived import archived_entry
-from graders.families.opvalue.request import RunSubject
 from graders.formats.ghaw.preprocess import PreprocessReport, preprocess, read_evals, read_trajectory_ir_file
 from graders.formats.model import Run
-from graders.grading.engine import Executor, grade_trace
 from graders.grading.plan import GradingPlan, PlanEntry, with_entry
 from graders.runs.layout import ARTIFACT_NAMES
 from graders.runs.runfiles import RunFiles
 from graders.runs.runmeta import determine_run_meta, read_aw_info
-from graders.tables.rows import result_rows, run_row
 from schemas.documents import RunMeta
 
 
@@ -77,35 +74,3 @@ def prepare_run(
     file_ir = read_trajectory_ir_file(files, report)
     files.check_time()  # preprocessing after the last read counts too
     return PreparedRun(meta, trace, report, files.input_digest(), evals, aw_info, archived, file_ir)
-
-
-@dataclass
-class GradedRun:
-    results: list[dict[str, Any]]
-    result_rows: list[dict[str, Any]]
-    run_row: dict[str, Any]
-
-
-def grade_prepared(
-    prep: PreparedRun, plan: GradingPlan, executors: Mapping[str, Executor] | None = None
-) -> GradedRun:
-    plan = prep.plan(plan)
-    bound = {source: bind_executor(ex, prep) for source, ex in (executors or {}).items()}
-    results = grade_trace(prep.trace, plan, bound, file_ir=prep.file_ir)
-    return GradedRun(
-        results,
-        result_rows(prep.meta, results, plan, prep.input_digest),
-        run_row(prep.meta, prep.trace, results, prep.report, plan, prep.input_digest, prep.source_kind),
-    )
-
-
-def bind_executor(executor: Executor, prep: PreparedRun) -> Executor:
-    """Executors that need the run's identity (operational-value's request) get it here."""
-    for_run = getattr(executor, "for_run", None)
-    if not callable(for_run):
-        return executor
-    m = prep.meta
-    subject = RunSubject.from_aw_info(prep.aw_info or {}, run_id=m.run_id, attempt=m.attempt,
-                                      workflow=(prep.aw_info or {}).get("workflow_name") or m.workflow)
-    bound: Executor = for_run(subject)
-    return bound

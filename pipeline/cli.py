@@ -40,8 +40,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("report", "pipeline.cmd_report",
      "write a static HTML report (regressions, pass rates, distributions, worst runs, …)"),
     ("bigquery-ddl", "pipeline.cmd_bigquery", "print CREATE EXTERNAL TABLE statements for the output tables"),
-    ("synth", "pipeline.cmd_synth",
-     "write a deterministic synthetic fleet (heavy-tailed sizes, reruns, malformed runs)"),
+    ("synth", "pipeline.cmd_synth", "write a deterministic synthetic fleet (a checkout's python -m tools.synth)"),
     ("check", "pipeline.cmd_check",
      "exit 1 when a workflow's grades regressed (the table regressions; a CI gate after `run`)"),
 )

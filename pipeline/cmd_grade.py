@@ -1,4 +1,4 @@
-"""``fleetgrade grade`` and ``fleetgrade preprocess``: one run, gh-aw's files (graders.md §3–§5)."""
+"""``fleetgrade grade`` and ``fleetgrade preprocess``: one run, gh-aw's files (docs/reference/graders.md §3–§5)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from graders.grading.engine import grade_trace, results_document
-from graders.grading.registry import close_executor, make_executor, sandboxed_families
+from graders.grading.registry import sandboxed_families
 from graders.jsrt.jscompat import js_stringify
 from graders.jsrt.jsonio import JsonError, parse_json
-from graders.prepare import PreparedRun, grade_prepared, prepare_run
+from graders.one_run import RunGrader, close_executors, open_executors
+from graders.prepare import PreparedRun, prepare_run
 from graders.runs.runfiles import local_run_files
 from graders.single_run import runs_inside, single_run_meta
 from pipeline.errors import InputError, UsageError
@@ -23,8 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     g = sub.add_parser(
         "grade",
         help="grade one run folder (or a preprocessed trace) and write gh-aw's grader files",
-        description="Prints grader_results.json (graders.md §4) to stdout, or writes "
-        "grader_manifest.json, grader_payload.json and grader_results.json (graders.md §3–§4) "
+        description="Prints grader_results.json (docs/reference/graders.md §4) to stdout, or writes "
+        "grader_manifest.json, grader_payload.json and grader_results.json (docs/reference/graders.md §3–§4) "
         "into --out. Nothing is written into the run folder.",
     )
     src = g.add_mutually_exclusive_group(required=True)
@@ -101,7 +102,8 @@ def _out_dir(out: str, run: Path | None) -> Path:
 
 def handle_grade(args: argparse.Namespace) -> int:
     try:
-        plan = load_plans(args.graders, None).default
+        plans = load_plans(args.graders, None)
+        plan = plans.default
         evals = None
         run_id, attempt = "", 1
         prep = None
@@ -114,20 +116,16 @@ def handle_grade(args: argparse.Namespace) -> int:
             prep = _prepare(root)
             trace, evals = prep.trace, prep.evals
             run_id, attempt = prep.meta.run_id, prep.meta.attempt
-        executors = {}
-        for source in sandboxed_families():
-            ex = make_executor(source, args.allow_unsandboxed)
-            if ex is not None:
-                executors[source] = ex
+        executors = open_executors(sandboxed_families(), args.allow_unsandboxed)
         try:
             if prep is not None:
-                plan = prep.plan(plan)
-                results = grade_prepared(prep, plan, executors).results
+                grader = RunGrader(plans, executors=executors)
+                plan = grader.plan_of(prep)
+                results = grader.grade(prep, strict=True).results
             else:
                 results = grade_trace(trace, plan, executors)
         finally:
-            for ex in executors.values():
-                close_executor(ex)
+            close_executors(executors)
         doc = results_document(results, run_id=run_id, attempt=attempt, evals=evals)
     except (PlanLoadError, ValueError) as exc:
         raise InputError(str(exc)) from exc

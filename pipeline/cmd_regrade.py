@@ -94,28 +94,14 @@ def regrade_one(root: Path, evidence_at: str, as_json: bool, allow_unsandboxed: 
 
 
 def regrade_fleet(args: argparse.Namespace) -> int:
-    from pipeline import preflight, regrade_graph
-    from pipeline.launch import (
-        beam_options,
-        configure_logging,
-        counter,
-        dry_run_line,
-        new_pipeline,
-        run_locked,
-    )
+    from pipeline import regrade_graph
+    from pipeline.launch import check_local, counter, launch
 
-    configure_logging(args.log_level)
-    preflight.check_placement(args.input, args.output, args.runner)
-    validated = ["flags", f"runner {args.runner}"]
-    validated += preflight.check_places(args.input, args.output, args.allow_empty)
-    options = beam_options(args)
-    p = new_pipeline(args, options)
-    validated += preflight.check_places(args.input, args.output, args.allow_empty, options)
+    validated = check_local(args)
     started = time.monotonic()
-    result = run_locked(args, options, p, "regrade", lambda p, job: regrade_graph.build(
+    result = launch(args, "regrade", validated, lambda p, job: regrade_graph.build(
         p, args.input, args.output, args.evidence_at, job, args.allow_unsandboxed))
     if result is None:
-        print(f"fleetgrade regrade: {dry_run_line(args, validated)}")
         return 0
     unprepared = counter(result, "runs_dead_lettered")
     regraded, skipped = counter(result, "runs_regraded"), counter(result, "runs_regrade_skipped")

@@ -27,15 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def handle(args: argparse.Namespace) -> int:
     # Everything that can be wrong with the command is checked before any run is read.
     from pipeline import preflight
-    from pipeline.launch import beam_options, configure_logging, dry_run_line, new_pipeline, run_locked
+    from pipeline.launch import check_local, counter, launch
     from pipeline.plans import PlanLoadError, load_plans, load_trace_config
 
-    configure_logging(args.log_level)
     preflight.check_window(args.since, args.until)
-    preflight.check_placement(args.input, args.output, args.runner)
-    validated = ["flags", f"runner {args.runner}"]
-    # Local places first: they need no Beam, so these mistakes are reported at once.
-    validated += preflight.check_places(args.input, args.output, args.allow_empty)
+    validated = check_local(args)
     try:
         plans = load_plans(args.graders, args.graders_dir, args.archived_evaluators, args.allow_unsandboxed)
         trace_config = load_trace_config(args.trace_config)
@@ -43,20 +39,15 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     compiled = preflight.compile_inline_graders(plans, args.graders, args.graders_dir)
     validated.append(f"graders ({compiled} inline script(s) compiled)")
-    options = beam_options(args)
-    p = new_pipeline(args, options)
-    validated += preflight.check_places(args.input, args.output, args.allow_empty, options)
 
     from pipeline import graph
-    from pipeline.launch import counter
 
     started = time.monotonic()
-    result = run_locked(args, options, p, "run", lambda p, job: graph.build(
+    result = launch(args, "run", validated, lambda p, job: graph.build(
         p, args.input, args.output, plans, job, trace_config, full=args.full, since=args.since,
         until=args.until, resource_hints=args.runner == "dataflow", regression_window=args.regression_window,
         regression_baseline=args.regression_baseline))
     if result is None:
-        print(f"fleetgrade run: {dry_run_line(args, validated)}")
         return 0
     late = counter(result, "runs_prepared_out_of_window")
     window = counter(result, "runs_out_of_window") + late

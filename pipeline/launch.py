@@ -1,4 +1,5 @@
-"""Running a Beam pipeline from a command: logging, the runner, counters (shared by run and regrade)."""
+"""Running a Beam pipeline from a command: logging, the checks, the runner, the output's lock,
+counters. ``fleetgrade run`` and ``regrade`` are ``check_local`` + ``launch`` around their graph."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pipeline import preflight
 from pipeline.beam_flags import parse_check
 from pipeline.errors import UsageError
 from pipeline.options import LOCAL_RUNNERS, is_dry_run, local_runner, pipeline_options
@@ -91,6 +93,27 @@ def run_locked(args: argparse.Namespace, options: PipelineOptions, p: beam.Pipel
             return run_pipeline(args, options, p, lambda q: build(q, job))
     except OutputError as exc:
         raise UsageError(str(exc), exit_code=exc.exit_code) from exc
+
+
+def check_local(args: argparse.Namespace) -> list[str]:
+    """Logging set up, then what needs no Beam checked first, so these mistakes are reported at
+    once: the input and output places. Returns what was validated (for the dry-run line)."""
+    configure_logging(args.log_level)
+    preflight.check_placement(args.input, args.output, args.runner)
+    return ["flags", f"runner {args.runner}", *preflight.check_places(args.input, args.output, args.allow_empty)]
+
+
+def launch(args: argparse.Namespace, command: str, validated: list[str],
+           build: Callable[[beam.Pipeline, str], object]) -> PipelineResult | None:
+    """Beam's options and pipeline, the places checked as Beam sees them, then the job built by
+    ``build(p, job_id)`` and run under the output's lock; None after a dry run (its line printed)."""
+    options = beam_options(args)
+    p = new_pipeline(args, options)
+    validated = [*validated, *preflight.check_places(args.input, args.output, args.allow_empty, options)]
+    result = run_locked(args, options, p, command, build)
+    if result is None:
+        print(f"fleetgrade {command}: {dry_run_line(args, validated)}")
+    return result
 
 
 def dry_run_line(args: argparse.Namespace, validated: list[str]) -> str:

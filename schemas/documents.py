@@ -36,7 +36,7 @@ class Metric(_Closed):
 
 
 class GraderResult(_Closed):
-    """One normalized result (graders.md §4)."""
+    """One normalized result (docs/reference/graders.md §4)."""
 
     id: str
     name: str
@@ -102,7 +102,7 @@ class TokenStep(_Closed):
 
 
 class PreprocessedTrace(_Closed):
-    """The preprocessed trace (``grader_payload.json``), graders.md §5, keys in this order."""
+    """The preprocessed trace (``grader_payload.json``), docs/reference/graders.md §5, keys in this order."""
 
     tokenUsageEntries: list[Any]
     agentUsage: Any

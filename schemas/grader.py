@@ -1,5 +1,5 @@
 """One grader's description, the one type the registry, the plan, normalization, the manifest and
-the rows all use (graders.md §3 for the manifest's keys).
+the rows all use (docs/reference/graders.md §3 for the manifest's keys).
 
 Two words, two meanings: a grader's **source** is gh-aw's manifest word for where its code comes
 from (``builtin``, ``inline``, ``operational-value``); its **family** is the group of graders one

@@ -1,4 +1,4 @@
-"""Arrow schemas of the trace-rule tables (design.md §3): ``trace_verdicts`` and ``task_reliability``.
+"""Arrow schemas of the trace-rule tables (README.md, "Tables"): ``trace_verdicts`` and ``task_reliability``.
 
 Both list ``workflow`` and ``date`` first. They are the hive partition columns: a writer that
 stores them in the path drops them from the file with :func:`schemas.partitions.file_schema`.

@@ -54,7 +54,6 @@ LAZY_IMPORTS: Mapping[tuple[str, str], str] = {
     ("pipeline.cmd_regrade", "graders.prepare"): "CLI start-up: preprocessing",
     ("pipeline.cmd_regrade", "graders.replay"): "CLI start-up",
     ("pipeline.cmd_regrade", "graders.runs.runfiles"): "CLI start-up",
-    ("pipeline.cmd_regrade", "pipeline.preflight"): "CLI start-up",
     ("pipeline.cmd_regrade", "pipeline.regrade_graph"): "CLI start-up: Beam",
     ("pipeline.cmd_regrade", "pipeline.launch"): "CLI start-up: Beam",
     ("pipeline.cmd_sql", "pipeline.tables"): "CLI start-up: DuckDB",

@@ -1,4 +1,4 @@
-"""Discover run folders under ``--input`` (design.md §2, "Discover")."""
+"""Discover run folders under ``--input`` (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,39 +1,24 @@
 """A long-running worker's heap: bounded C heap growth, and no re-scan of its start-up objects.
 
-C heap (make bench memory):
+Each setting is here because ``make bench`` showed a local job's or a worker's peak, or its
+grading time, growing without it; the figures are in docs/performance.md ("What the figures
+led to").
 
-glibc serves big blocks (over 128 KiB) with mmap and returns them on free, but after the first
-such block is freed it raises that threshold (up to 32 MiB), so later big blocks (read blocks,
-pickled bundles, Parquet buffers) come from the heap, which only shrinks from its top. Over a
-10k-run local job that held ~37 MiB more at the peak. Fixing both thresholds (what
-``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_`` do at start-up) turns that adjustment off.
-Other C libraries have no ``mallopt``; nothing is changed there.
-
-Freed C heap (make bench memory): glibc gives a freed block back only from the heap's top or
-by trimming; the transient buffers of a long local job (gRPC messages, decoded bundles, read
-blocks) left free pages inside the heap that its peak then counted. ``malloc_trim(0)`` once a
-second, from a daemon thread, gives every free page back: a multi-process worker's peak at 10k
-runs 222-228 -> 217-221 MiB, and ~7 MiB less in a runner process whose thresholds were not
-fixed; no change at 1k runs.
-
-Arrow's allocations (make bench memory): pyarrow's default pool, its bundled mimalloc, kept the
-pages of a partition's decode and encode (~10 MiB after one 2k-row ``grader_results``
-partition, ~25 MiB over a job's first partitions) where the system pool, glibc under the
-thresholds above, gives them back: a 10k-run local job's peak 208.7 -> 196.7 MiB, and 1k -> 10k
-growth +4.5 -> +3.5 MiB, at the same speed. A pool the user chose
-(``ARROW_DEFAULT_MEMORY_POOL``) is kept.
-
-Cyclic GC (make bench core): a worker holds ~160k container objects once Beam is imported, and
-every full collection walked all of them, ~0.1 s each; a large run's allocations set off one or
-two, 10-20% of its grading time. Frozen after set-up, they are left out of every collection.
-
-Young collections (make bench core): a large run builds tens of thousands of containers (tool
-calls, their arguments, steps) that all live until the run is graded and then die together by
-reference count; with CPython 3.11's first threshold of 700 allocations, each was walked by two
-or three young collections first, 7-8% of a large run's time (measured with ``gc.callbacks``).
-At 50,000 a run's objects are mostly gone before a collection starts (none ran in the bench's
-large runs); cyclic garbage still goes at the next one, and 50,000 containers is a few tens of
-MiB at most, whatever the fleet's size.
+- C heap: glibc raises its mmap threshold after the first big block is freed, so later big
+  blocks (read blocks, pickled bundles, Parquet buffers) come from a heap that only shrinks from
+  its top; both thresholds are fixed, as ``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_``
+  would at start-up. Other C libraries have no ``mallopt``; nothing is changed there.
+- Freed C heap: transient buffers leave free pages inside the heap, which the peak counts;
+  ``malloc_trim(0)`` once a second, from a daemon thread, gives them back.
+- Arrow's allocations: pyarrow's bundled mimalloc keeps a partition's decode and encode pages;
+  the system pool (glibc, under the thresholds above) gives them back. A pool the user chose
+  (``ARROW_DEFAULT_MEMORY_POOL``) is kept.
+- Cyclic GC: the ~160k containers a worker holds once Beam is imported are frozen after set-up,
+  so full collections no longer walk them.
+- Young collections: a run's containers live until it is graded and then die together by
+  reference count; at a first threshold of 50,000 (CPython 3.11's is 700) they are mostly gone
+  before a collection starts. Cyclic garbage still goes at the next one, and 50,000 containers
+  is a few tens of MiB at most, whatever the fleet's size.
 """
 
 from __future__ import annotations

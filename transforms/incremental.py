@@ -79,7 +79,7 @@ def unbatch_runs(kv: tuple[int, Iterable[bytes]]) -> Iterator[RunToGrade]:
         yield from _BATCH_DECODER.decode(zlib.decompress(blob))
 
 
-class _ListAndDecide(ListRuns):
+class _ListAndDecide(beam.DoFn):
     """The fleet root → batches of runs to grade; the stored rows of the rest on ``keep``.
 
     One step lists the fleet and decides each run against its stored state as the listing
@@ -93,7 +93,7 @@ class _ListAndDecide(ListRuns):
 
     def __init__(self, base: str, output: str, plans: PlanSet, trace_config: TraceConfig, full: bool,
                  since: str | None, until: str | None, batch: int = BATCH_RUNS) -> None:
-        super().__init__()
+        self.lister = ListRuns()  # the fleet's runs, as discovery streams them
         self.base = base.rstrip("/")
         self.output = output
         self.plans = plans
@@ -119,7 +119,7 @@ class _ListAndDecide(ListRuns):
         todo: list[RunToGrade] = []
         batches = 0
         tally = Tally("discover")  # one file: the runs kept are counted when discovery is said done
-        for root_rel, listing in self.discover(self.base, tally):
+        for root_rel, listing in self.lister.discover(self.base, tally):
             self.discovered.inc()
             previous = previous_state(stored.pop(join(self.base, root_rel)))
             digest = listing_digest(listing)

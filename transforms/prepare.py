@@ -1,4 +1,4 @@
-"""Read + preprocess: one DoFn per run, bad runs to the dead letter (design.md §2)."""
+"""Read + preprocess: one DoFn per run, bad runs to the dead letter (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -32,11 +32,21 @@ LOG = logging.getLogger("fleetgrade")
 Listing = list[tuple[str, int]]
 
 
-class PrepareForRegrade(PrepareRun):
-    """``PrepareRun`` that keeps each run's listing: the regrade reads the run's archive files."""
+class PrepareForRegrade(beam.DoFn):
+    """``PrepareRun``'s outputs, each prepared run with its listing: the regrade reads the run's
+    archive files."""
+
+    def __init__(self, base: str) -> None:
+        self.prepare = PrepareRun(base)
+
+    def setup(self) -> None:
+        self.prepare.setup()
+
+    def finish_bundle(self) -> None:
+        self.prepare.finish_bundle()
 
     def process(self, element: RunToRead) -> Iterator[Any]:  # a RunListing: regrade is not incremental
-        for out in super().process(element):
+        for out in self.prepare.process(element):
             yield out if isinstance(out, beam.pvalue.TaggedOutput) else (out, element[1])
 
 

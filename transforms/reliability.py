@@ -79,11 +79,30 @@ class Partial(beam.CombineFn):  # type: ignore[misc]
         return self.fn.compact(accumulator)
 
 
-class MergePartials(Partial):
+class MergePartials(beam.CombineFn):  # type: ignore[misc]
     """``fn`` fed with :class:`Partial` outputs (accumulators of ``fn``); its output is ``fn``'s."""
+
+    def __init__(self, fn: beam.CombineFn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def setup(self) -> None:
+        self.fn.setup()
+
+    def teardown(self) -> None:
+        self.fn.teardown()
+
+    def create_accumulator(self) -> Any:
+        return self.fn.create_accumulator()
 
     def add_input(self, mutable_accumulator: Any, element: Any) -> Any:
         return self.fn.merge_accumulators([mutable_accumulator, element])
+
+    def merge_accumulators(self, accumulators: Iterable[Any]) -> Any:
+        return self.fn.merge_accumulators(accumulators)
+
+    def compact(self, accumulator: Any) -> Any:
+        return self.fn.compact(accumulator)
 
     def extract_output(self, accumulator: Any) -> Any:
         return self.fn.extract_output(accumulator)

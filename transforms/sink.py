@@ -1,4 +1,4 @@
-"""Hive-partitioned Parquet sink with atomic per-partition commit (design.md §2, "Write").
+"""Hive-partitioned Parquet sink with atomic per-partition commit (docs/architecture.md, "Write").
 
 Rows are packed into chunks per (table, workflow, date) and staged to shard files as they are
 produced (``transforms/staging.py``); only chunk references are grouped per partition. Each
@@ -17,8 +17,7 @@ disks and on GCS), deletes partitions left empty, and removes the job's own stag
   same commit, last) still describes the previous run, so the next run redoes the work and
   deletes the orphaned staging folder (its owner is gone; another live job's is kept).
 
-(Beam's ``fileio.WriteToFiles`` left temporary files behind with such destinations; see
-environment-notes.md.)
+(Beam's ``fileio.WriteToFiles`` left temporary files behind with such destinations.)
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ from apache_beam.metrics import Metrics
 from graders.tables.merge import partition_rows
 from graders.tables.parquet import decode_table, encode_table
 from graders.tables.paths import PART_NAME, partition_file, table_globs
-from graders.tables.rows import assemble_runs
 from graders.tables.state import Drop
 from schemas.tables import SPECS, Replace
 from transforms.beamfiles import join, read_if_exists
@@ -51,9 +49,6 @@ Action = tuple[str, str]  # ("write" | "keep" | "delete", partition file path re
 # A table's rows: one collection, or several that are staged each on its own (the local runner
 # materializes a Flatten, which held a row per run of the fleet: make bench memory).
 Rows = beam.PCollection | Sequence[beam.PCollection]
-# The ``runs`` row still leaves grading as parts, joined where its partition is written; once
-# grading emits whole rows this goes, and ``runs`` is a table like any other.
-_JOIN_PARTS = {"runs": assemble_runs}
 
 
 class TableWrites(NamedTuple):
@@ -89,8 +84,6 @@ class _WritePartition(beam.DoFn):
             else:
                 drops.add(tuple(value))
         new_rows = list(read_chunks(self.staging, table, refs))
-        if table in _JOIN_PARTS:
-            new_rows = _JOIN_PARTS[table](new_rows)
         rel = partition_file(table, workflow, date)
         existing = read_if_exists(join(self.output, rel))
         stored = decode_table(table, existing) if existing is not None else None

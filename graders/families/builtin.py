@@ -1,4 +1,4 @@
-"""The 10 basic built-in graders of gh-aw (graders.md §6): family ``builtin``, defined (and so
+"""The 10 basic built-in graders of gh-aw (docs/reference/graders.md §6): family ``builtin``, defined (and so
 registered) in gh-aw's registry order, which is the plan's order."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def loops(trace: Trace, ctx: GraderContext) -> int:
     """Consecutive calls with equal ``${name}:${JSON.stringify(args)}`` keys.
 
     Key-order-sensitive JSON on purpose: the reference compares JSON.stringify output
-    (graders.md §14.10), unlike the key-sorted dedupe keys. Two keys are equal exactly when
+    (docs/reference/graders.md §14.10), unlike the key-sorted dedupe keys. Two keys are equal exactly when
     the names and the JSON texts are (a suffix of compact JSON after a ":" is never JSON
     itself), so the arguments are written out only for a call whose name repeats the one
     before it (a third of the calls of a large run).

@@ -1,4 +1,4 @@
-"""The ``graders:`` configuration: gh-aw's validation (graders.md §2) and the grading plan (§3).
+"""The ``graders:`` configuration: gh-aw's validation (docs/reference/graders.md §2) and the grading plan (§3).
 
 ``parse_graders(raw)`` mirrors ``parseGradersFromFrontmatter`` in gh-aw's graders_config.go, with
 its exact error messages; ``load_graders(path)`` and ``load_graders_dir(dir)`` read files (see

@@ -1,4 +1,4 @@
-"""Run a grading plan over one preprocessed trace (``main()`` step 7 of graders.md §4)."""
+"""Run a grading plan over one preprocessed trace (``main()`` step 7 of docs/reference/graders.md §4)."""
 
 from __future__ import annotations
 

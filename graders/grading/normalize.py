@@ -1,4 +1,4 @@
-"""One function turns every raw grader output into the gh-aw result shape (graders.md §4).
+"""One function turns every raw grader output into the gh-aw result shape (docs/reference/graders.md §4).
 
 This mirrors ``normalizeResult`` exactly, JavaScript conversions included, so that values,
 statuses and messages agree with the reference.

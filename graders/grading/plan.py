@@ -19,7 +19,7 @@ from schemas.grader import ManifestEntry, description_fields
 
 @dataclass(frozen=True, kw_only=True)
 class PlanEntry(ManifestEntry):
-    """One manifest entry (graders.md §3), plus the trusted code for non-built-ins."""
+    """One manifest entry (docs/reference/graders.md §3), plus the trusted code for non-built-ins."""
 
     script: str = field(default="", repr=False)
     evaluator: bytes = field(default=b"", repr=False)

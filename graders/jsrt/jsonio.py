@@ -1,6 +1,6 @@
 """Bounded, JavaScript-faithful reading of JSON and JSONL artifacts.
 
-The limits and the skip rules are gh-aw's (graders.md §5): files over 50 MiB are skipped,
+The limits and the skip rules are gh-aw's (docs/reference/graders.md §5): files over 50 MiB are skipped,
 JSONL lines are trimmed, blank, over-long (1,048,576 UTF-16 units) and unparsable lines are
 skipped. Parsing follows ``JSON.parse``: orjson first, then a stdlib fallback for inputs
 orjson refuses but JavaScript accepts (numbers beyond float range, integers beyond 64 bits,

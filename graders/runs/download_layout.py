@@ -1,7 +1,7 @@
 """A `gh aw logs` download mapped back to the artifact root the in-job grader read.
 
 The reference-compatible graders must see exactly the files gh-aw's preprocessor saw in the job
-(graders.md §5, rooted at ``/tmp/gh-aw/``). Downloads keep some of them elsewhere (docs/formats.md
+(docs/reference/graders.md §5, rooted at ``/tmp/gh-aw/``). Downloads keep some of them elsewhere (docs/formats.md
 §1.2): older agent artifacts keep the ``tmp/gh-aw/`` prefix, the conclusion job's ``usage``
 artifact holds copies (``usage/agent_usage.json``, ``usage/graders/``, ``usage/evals.jsonl``,
 ``usage/agent/token_usage.jsonl``), and AWF's audit logs are a separate ``firewall-audit-logs``
@@ -32,7 +32,7 @@ FOLDER_MOVES: Final = (
     ("firewall-audit-logs/", "sandbox/firewall-audit-logs/"),
 )
 
-# graders.md §5's token-usage candidates, in its order.
+# docs/reference/graders.md §5's token-usage candidates, in its order.
 SANDBOX_TOKEN_USAGE: Final = (
     "sandbox/firewall-audit-logs/api-proxy-logs/token-usage.jsonl",
     "sandbox/firewall/audit/api-proxy-logs/token-usage.jsonl",

@@ -1,4 +1,4 @@
-"""Where runs are in a fleet folder: the run root of each file (design.md §2).
+"""Where runs are in a fleet folder: the run root of each file (README.md, "A fleet folder").
 
 A fleet is typically ``<prefix>/<workflow>/run-<id>/…``, ``<prefix>/run-<id>/…`` or
 ``<prefix>/<workflow>/<run-id>/…`` (optionally with a ``YYYY-MM-DD`` or ``date=…`` folder).

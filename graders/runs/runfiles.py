@@ -238,9 +238,9 @@ def _listed(folder: str) -> list[str] | None:
     when the folder cannot be read.
 
     One short string per entry, not an ``os.DirEntry`` (~250 B each): discovery holds a folder's
-    listing while it walks the folder's runs, and a 10k-run fleet's largest workflow folder
-    held 0.87 MiB of them (2.6 MiB at 30k runs), so the peak grew with the fleet (make bench
-    memory). NUL sorts before every character a name can hold, so these sort as the names do.
+    listing while it walks the folder's runs, and DirEntries made the peak grow with the fleet
+    (docs/performance.md). NUL sorts before every character a name can hold, so these sort as
+    the names do.
     """
     try:
         with os.scandir(folder) as listing:
@@ -377,7 +377,7 @@ def local_run_files(root: str | os.PathLike[str]) -> RunFiles:
     a warning of the run (``RunFiles.warnings``).
     """
     # Plain strings, not pathlib: a Path interns each part of every path it parses, and the
-    # table of interned strings grew with the runs read (3.7 MiB at 10k runs, make bench memory).
+    # table of interned strings grew with the runs read (docs/performance.md).
     base = os.fspath(root)
     return local_listing_files(base, walk_local(base))
 

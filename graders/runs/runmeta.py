@@ -1,4 +1,4 @@
-"""Run identity: ``aw_info.json`` first, else the folder layout (design.md §2).
+"""Run identity: ``aw_info.json`` first, else the folder layout (README.md, "A fleet folder").
 
 A run whose workflow or date cannot be determined is not graded into a default bucket: it
 raises :class:`MetadataError`, which the pipeline turns into a ``dead_letter`` row.

@@ -1,4 +1,4 @@
-"""Table rows from grading outcomes (design.md §3). Pure: the Beam sink only writes them."""
+"""Table rows from grading outcomes (README.md, "Tables"). Pure: the Beam sink only writes them."""
 
 from __future__ import annotations
 
@@ -168,50 +168,3 @@ def dead_letter_row(
         "message": message,
         "fleetgrade_version": FLEETGRADE_VERSION,
     }
-
-
-# The ``runs`` row of a run is assembled where its partition is written (transforms/sink.py):
-# its stub (the row with zero counts), one counts part per grader family, and a failure part
-# when a family failed on the run. Joining them per run in the pipeline held every run's stub
-# and counts in the local runner's shuffle at once (make bench memory); a partition's rows are
-# grouped anyway, and a run's parts all carry its partition (workflow, date).
-RUN_PART = "_part"  # marks a part that is not a stub; no column has this name
-_COUNTS, _FAILED = "counts", "failed"
-
-
-def counts_part(meta: RunMeta, results: list[dict[str, Any]]) -> dict[str, Any]:
-    """One family's share of a run's counts."""
-    return {RUN_PART: _COUNTS, "workflow": meta.workflow, "date": meta.date, "run_id": meta.run_id,
-            "attempt": meta.attempt, **status_counts(results)}
-
-
-def failure_part(workflow: Any, date: Any, run_id: Any, attempt: Any) -> dict[str, Any]:
-    """A family failed on the run: it is a dead letter, and has no ``runs`` row."""
-    return {RUN_PART: _FAILED, "workflow": workflow, "date": date, "run_id": run_id, "attempt": attempt}
-
-
-def assemble_runs(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The ``runs`` rows of one partition's stubs and parts (stubs in their order)."""
-    counts: dict[tuple[Any, Any], dict[str, int]] = {}
-    failed: set[tuple[Any, Any]] = set()
-    stubs = []
-    for row in parts:
-        kind = row.get(RUN_PART)
-        key = (row["run_id"], row["attempt"])
-        if kind is None:
-            stubs.append(row)
-        elif kind == _COUNTS:
-            total = counts.setdefault(key, status_counts([]))
-            for name in total:
-                total[name] += row[name]
-        elif kind == _FAILED:
-            failed.add(key)
-        else:
-            raise ValueError(f"unknown runs part {kind!r}")
-    out = []
-    for stub in stubs:
-        key = (stub["run_id"], stub["attempt"])
-        if key not in failed:
-            out.append({**stub, **counts.get(key, status_counts([]))})
-    return out
-

@@ -137,9 +137,9 @@ def _unpack_digest(value: Any) -> Any:
 class StoredState:
     """The stored ``_state`` rows by run folder (its full path), held compactly.
 
-    The discovery step holds the whole state while it lists the fleet: as dicts a row took
-    ~1.1 KB (make bench memory, a 30k-run state), encoded without its root ~0.4 KB with it,
-    so a million-run history fits a worker. Rows read back equal the rows stored.
+    The discovery step holds the whole state while it lists the fleet: encoded, a row takes
+    about a third of a dict's memory (docs/performance.md), so a million-run history fits a
+    worker. Rows read back equal the rows stored.
     """
 
     def __init__(self, rows: Iterable[dict[str, Any]] = ()) -> None:

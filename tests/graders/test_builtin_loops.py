@@ -10,7 +10,7 @@ from graders.jsrt.jscompat import UNDEFINED, js_string, js_stringify
 
 
 def reference_loops(calls: list[Any]) -> int:
-    """graders.md §14.10 as written: build every call's key, count repeats of the previous one."""
+    """docs/reference/graders.md §14.10 as written: build every call's key, count repeats of the previous one."""
     count = 0
     prev = ""
     for call in calls:

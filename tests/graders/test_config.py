@@ -1,4 +1,4 @@
-"""The graders configuration: gh-aw's validation messages (graders.md §2) and the manifest (§3)."""
+"""The graders configuration: gh-aw's validation messages (docs/reference/graders.md §2) and the manifest (§3)."""
 
 from __future__ import annotations
 

@@ -89,7 +89,7 @@ def test_inputs_are_frozen_json(sandbox: JsSandbox) -> None:
     assert grade(sandbox, "return Object.isFrozen(config) && Object.isFrozen(trace.toolCalls[0]) ? 1 : 0")["value"] == 1
 
 
-# -- normalization effects of the JSON round trip (graders.md §9) --------------------------------
+# -- normalization effects of the JSON round trip (docs/reference/graders.md §9) --------------------------------
 
 
 @pytest.mark.parametrize(("script", "status", "field", "text"), [

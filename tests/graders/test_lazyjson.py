@@ -86,7 +86,7 @@ def test_lazy_lists_behave_as_lists():
 
 
 def _reference_steps(entries):
-    """gh-aw's steps and totals, record by record (graders.md §5)."""
+    """gh-aw's steps and totals, record by record (docs/reference/graders.md §5)."""
     steps, totals = [], [0, 0, 0]
     for i, e in enumerate(entries):
         rec = e if isinstance(e, dict) else {}

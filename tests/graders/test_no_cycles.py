@@ -12,17 +12,17 @@ import gc
 from pathlib import Path
 
 from graders.families.trace_rules.config import default_config
-from graders.grading.plan import default_plan
-from graders.prepare import grade_prepared, prepare_run
+from graders.grading.plan import PlanSet, default_plan
+from graders.one_run import RunGrader
+from graders.prepare import prepare_run
 from graders.runs.runfiles import local_run_files
 from transforms.discover import list_run
-from transforms.trace_verdicts import verdict_row
 
 FLEET = Path(__file__).resolve().parents[2] / "examples" / "fleet"
 
 
 def _grade_all(runs: list[str]) -> int:
-    plan, rules = default_plan(), default_config()
+    grader = RunGrader(PlanSet(default_plan()), default_config())
     graded = 0
     for rel in runs:
         list_run(str(FLEET), rel)
@@ -30,8 +30,7 @@ def _grade_all(runs: list[str]) -> int:
             prep = prepare_run(local_run_files(FLEET / rel), rel)
         except Exception:  # the sample fleet's malformed runs become dead letters
             continue
-        grade_prepared(prep, plan)
-        verdict_row(prep, rules)
+        grader.grade(prep)
         graded += 1
     return graded
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from unittest.mock import patch
 
+from graders.families.trace_rules.config import default_config
+from graders.one_run import verdict_row
 from graders.prepare import PreparedRun
 from graders.prepare_sessions import NotASession, SessionFailure, prepare_sessions
 from graders.runs.runfiles import local_run_files
-from tests.graders.formats.test_readers import HOOK, _lines
+from tests.graders.formats.test_readers import AGENT, HOOK, _lines, _span, otlp
 
 
 def test_each_file_has_its_own_read_budget(tmp_path: Path) -> None:
@@ -38,3 +40,16 @@ def test_identity_from_the_folder_and_a_failure_per_unreadable_file(tmp_path: Pa
     # A JSON document no reader recognises is no session and no failure: a stray.
     assert [o.path.rsplit("/", 1)[-1] for o in out if isinstance(o, NotASession)] == ["manifest.json"]
     assert "not a recognised agent session or trace format" in str(failures[0].error)
+
+
+def test_a_session_verdict_comes_from_its_readers_steps(tmp_path: Path) -> None:
+    # An agent span with status ERROR: its reader says not delivered; the gh-aw-shaped trace cannot
+    # say it (no agent output), so the verdict must come from the reader's run, not from the trace.
+    (tmp_path / "trace.json").write_bytes(otlp(
+        _span("a", None, "invoke_agent x", 1793000000, AGENT, {"code": "STATUS_CODE_ERROR"}),
+        _span("t", "a", "execute_tool y", 1793000001, {"gen_ai.operation.name": "execute_tool",
+                                                         "gen_ai.tool.name": "y"})))
+    (run,) = prepare_sessions(local_run_files(tmp_path), "fleet/otel/2026-11-05")
+    assert isinstance(run, PreparedRun) and run.source_kind == "otel-genai"
+    row = verdict_row(run, default_config())
+    assert (row["delivered"], row["verdict"], row["step_count"]) == (False, "fail", 1)

@@ -9,7 +9,7 @@ from graders.formats.ghaw.toolcalls import dedupe_keys, merge_tool_calls
 
 
 def reference_merge(native: list[dict[str, Any]], gateway: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """graders.md §5 as written: index every native call under every dedupe key."""
+    """docs/reference/graders.md §5 as written: index every native call under every dedupe key."""
     index: dict[str, list[int]] = {}
     for i, call in enumerate(native):
         for key in dedupe_keys(call):

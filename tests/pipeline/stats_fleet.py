@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
+from tools.synth import main as synth_main
 
 SHIFT_DATE = "2026-12-04"
 SHIFTS = (f"ci-doctor:tool-success-rate:{SHIFT_DATE}:-0.3", f"issue-triage:tool-success-rate:{SHIFT_DATE}:0.07")
@@ -19,7 +20,7 @@ SHIFTS = (f"ci-doctor:tool-success-rate:{SHIFT_DATE}:-0.3", f"issue-triage:tool-
 def graded_fleet(root: Path, *shifts: str) -> Path:
     fleet, out = root / "fleet", root / "out"
     flags = [arg for s in shifts for arg in ("--shift", s)]
-    assert main(["synth", "--runs", "240", "--days", "21", "--seed", "7", "--medium-fraction", "0",
+    assert synth_main(["--runs", "240", "--days", "21", "--seed", "7", "--medium-fraction", "0",
                  "--large-fraction", "0", "--malformed-rate", "0", "--out", str(fleet), *flags]) == 0
     assert main(["run", "--input", str(fleet), "--output", str(out), "--log-level", "WARNING"]) == 0
     return out

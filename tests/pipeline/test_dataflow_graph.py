@@ -22,20 +22,29 @@ def dataflow_pipeline() -> beam.Pipeline:
     return beam.Pipeline(options=options)
 
 
-def test_graph_has_one_step_per_grader_family_and_resource_hints():
+def _hinted_steps(plans: PlanSet) -> tuple[set[str], set[str]]:
     p = dataflow_pipeline()
-    graph.build(p, "gs://fleet-bucket/fleet", "gs://fleet-bucket/graded", PlanSet(default_plan()), "token",
-                resource_hints=True)
+    graph.build(p, "gs://fleet-bucket/fleet", "gs://fleet-bucket/graded", plans, "token", resource_hints=True)
     proto = p.to_runner_api()
     names = {t.unique_name for t in proto.components.transforms.values()}
-    for step in ("Discover/Decide", "Discover/Spread", "Prepare", "Grade/Grade[builtin]", "Grade/Grade[trajectory]",
-                 "Grade/Grade[operational-value]", "TraceRules", "Reliability", "Write/Commit"):
-        assert any(n == step or n.startswith(step + "/") for n in names), step
-    # The sandboxed family runs in an environment that asks for more memory.
     hinted = {t.unique_name for t in proto.components.transforms.values()
               if t.environment_id and proto.components.environments[t.environment_id].resource_hints}
-    assert any(n.startswith("Grade/Grade[operational-value]") for n in hinted)
-    assert not any(n.startswith("Grade/Grade[builtin]") for n in hinted)
+    return names, hinted
+
+
+def test_graph_is_its_named_stages_and_a_sandboxed_family_asks_for_memory():
+    names, hinted = _hinted_steps(PlanSet(default_plan()))  # archived operational-value evaluators: sandboxed
+    for step in ("ReadRuns/Discover/Decide", "ReadRuns/Discover/Spread", "ReadRuns/Identity", "Prepare/Read",
+                 "Grade/GradeRun", "TrackState", "TraceVerdicts/Reliability", "Stats", "WriteTables/Commit"):
+        assert any(n == step or n.startswith(step + "/") for n in names), step
+    # Every family of a run is graded in its one step, which runs where there is more memory.
+    assert any(n.startswith("Grade/GradeRun") for n in hinted)
+    assert not any(n.startswith(("Prepare/", "WriteTables/")) for n in hinted)
+
+
+def test_without_a_sandboxed_family_no_step_asks_for_memory():
+    _, hinted = _hinted_steps(PlanSet(default_plan(), archived_evaluators=False))
+    assert not hinted
 
 
 def test_flex_template_metadata_names_the_run_flags():

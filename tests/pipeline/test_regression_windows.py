@@ -13,6 +13,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.stats_read import read_rows, recompute_regressions
 from tests.conftest import REPO
+from tools.synth import main as synth_main
 
 FLEETGRADE = Path(sys.executable).parent / "fleetgrade"
 
@@ -37,7 +38,7 @@ def _stored(out: Path) -> list[dict[str, object]]:
 
 def test_windows_are_stored_followed_by_check_and_never_mixed(tmp_path: Path) -> None:
     fleet, out = tmp_path / "fleet", tmp_path / "out"
-    assert main(["synth", "--runs", "60", "--days", "21", "--seed", "3", "--medium-fraction", "0",
+    assert synth_main(["--runs", "60", "--days", "21", "--seed", "3", "--medium-fraction", "0",
                  "--large-fraction", "0", "--malformed-rate", "0", "--out", str(fleet)]) == 0
     _run(fleet, out, "--regression-window", "5", "--regression-baseline", "10")
     assert _windows(out) == {(5, 10)}

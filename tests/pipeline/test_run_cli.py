@@ -115,7 +115,7 @@ def test_rerun_is_byte_identical_and_replaces(demo_output, tmp_path):
 def test_a_run_graders_fail_on_is_dead_lettered_once_and_has_no_runs_row(tmp_path, monkeypatch):
     """Every family fails on one run: one dead letter (not one per family), no runs row, and
     inputs = graded + dead letters still holds."""
-    import transforms.grade as grade
+    import graders.one_run as grade
 
     real = grade.result_rows
     victim = sorted(graded_folders())[0]

@@ -7,11 +7,11 @@ from pathlib import Path
 import apache_beam as beam
 from apache_beam.testing.util import assert_that, equal_to, is_not_empty
 
+from graders.families.trace_rules.config import default_config
 from graders.grading.plan import PlanSet, default_plan
-from graders.tables.rows import assemble_runs
 from tests.helpers.beam import local_test_pipeline
 from transforms.discover import DiscoverRuns
-from transforms.grade import GradeRuns
+from transforms.grade import Grade
 from transforms.prepare import DEAD, PrepareRun
 
 
@@ -50,16 +50,13 @@ def test_prepare_and_grade(tmp_path):
             p | DiscoverRuns(str(tmp_path))
             | beam.ParDo(PrepareRun(str(tmp_path))).with_outputs(DEAD, main="runs")
         )
-        graded = prepared.runs | GradeRuns(plans)
-        results = tuple(graded["grader_results"].values()) | "Results" >> beam.Flatten()
-        # The sink's assembly of the runs parts, per partition.
-        runs = (
-            tuple(graded["runs"].values()) | "RunParts" >> beam.Flatten()
-            | beam.Map(lambda r: ((r["workflow"], r["date"]), r)) | beam.GroupByKey()
-            | beam.FlatMap(lambda kv: assemble_runs(list(kv[1])))
-            | "RunIds" >> beam.Map(lambda r: (r["workflow"], r["date"], r["run_id"], r["graders"]))
-        )
+        graded = prepared.runs | Grade(plans, default_config())
+        results = graded["grader_results"]
+        # Each run's runs row leaves grading whole.
+        runs = graded["runs"] | "RunIds" >> beam.Map(lambda r: (r["workflow"], r["date"], r["run_id"], r["graders"]))
         assert_that(runs, equal_to([("wf-a", "2026-05-02", "11", N), ("wf-b", "2026-05-03", "77", N)]), label="runs")
+        verdicts = graded["trace_verdicts"] | "VerdictIds" >> beam.Map(lambda r: r["run_id"])
+        assert_that(verdicts, equal_to(["11", "77"]), label="verdicts")
         loops = (
             results
             | beam.Filter(lambda r: r["grader_id"] in ("loops", "artifact-production"))
@@ -71,7 +68,7 @@ def test_prepare_and_grade(tmp_path):
         ]), label="values")
         dead = prepared[DEAD] | beam.Map(lambda r: (r["input"].rsplit("/", 2)[-2:], r["error_class"], r["message"].endswith("aw_info.json: expected a JSON object")))
         assert_that(dead, equal_to([(["wf-b", "run-12"], "MetadataError", True)]), label="dead")
-        failures = tuple(graded["dead_letter"].values()) | "Failures" >> beam.Flatten()
+        failures = (graded["dead_letter"], graded["crashed"]) | "Failures" >> beam.Flatten()
         assert_that(failures, equal_to([]), label="no grade failures")
         assert_that(results, is_not_empty(), label="results")
 
@@ -227,18 +224,3 @@ def test_an_object_store_listing_in_name_order_streams_whole_runs():
         expected.setdefault(root, []).append(rel[len(root) + 1:])
     assert {root: [f[0] for f in files] for root, files in got.items()} == expected
     assert expected["wf/run-1"] == ["aw_info.json", "mcp-logs/gateway.jsonl"] and "wf/x/run-5" in expected
-
-
-def test_a_grade_failure_records_the_exception_class_and_message():
-    import sys
-    import traceback
-
-    from transforms.grade import _failure
-
-    try:
-        raise KeyError("first line\nsecond: line")
-    except KeyError as exc:
-        record = (type(exc), repr(exc), traceback.format_exception(*sys.exc_info()))
-    assert _failure(record) == ("KeyError", "'first line\\nsecond: line'")
-    assert _failure(ValueError("v")) == ("ValueError", "v")
-    assert _failure("text") == ("Error", "text")

@@ -9,8 +9,8 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+import graders.one_run as one_run
 import transforms.prepare as prepare_module
-import transforms.trace_verdicts as verdicts_module
 from graders.prepare import prepare_run
 from transforms.discover import DiscoverRuns
 from transforms.prepare import DEAD, DEAD_STATE, PrepareRun
@@ -67,25 +67,27 @@ def test_listing_a_run_again_is_inside_its_boundary(tmp_path, monkeypatch):
 
 def test_a_run_the_trace_rules_fail_on_is_a_dead_letter_and_has_no_runs_row(tmp_path, monkeypatch):
     from graders.families.trace_rules.config import default_config
+    from graders.grading.plan import PlanSet, default_plan
+    from transforms.grade import Grade
 
     base = _fleet(tmp_path)
-    real = verdicts_module.verdict_row
+    real = one_run.verdict_row
 
     def failing(prep, cfg):
         if prep.meta.run_id == "2":
             raise RecursionError("maximum recursion depth exceeded")
         return real(prep, cfg)
 
-    monkeypatch.setattr(verdicts_module, "verdict_row", failing)
+    monkeypatch.setattr(one_run, "verdict_row", failing)
     with BeamPipeline() as p:
         prepared = p | DiscoverRuns(base) | beam.ParDo(PrepareRun(base)).with_outputs(DEAD, DEAD_STATE, main="runs")
-        rules = prepared.runs | verdicts_module.GradeTraceRules(default_config())
-        assert_that(rules["verdicts"] | "V" >> beam.Map(lambda r: r["run_id"]), equal_to(["1", "3", "4", "5"]),
+        graded = prepared.runs | Grade(PlanSet(default_plan()), default_config())
+        assert_that(graded["trace_verdicts"] | "V" >> beam.Map(lambda r: r["run_id"]), equal_to(["1", "3", "4", "5"]),
                     label="verdicts")
-        assert_that(rules["dead_letter"] | "D" >> beam.Map(lambda r: (r["run_id"], r["stage"], r["error_class"])),
+        assert_that(graded["dead_letter"] | "D" >> beam.Map(lambda r: (r["run_id"], r["stage"], r["error_class"])),
                     equal_to([("2", "grade", "RecursionError")]), label="dead")
-        assert_that(rules["failed"] | "F" >> beam.Map(lambda r: (r["run_id"], r["attempt"])),
-                    equal_to([("2", 1)]), label="failed")
+        assert_that(graded["runs"] | "R" >> beam.Map(lambda r: (r["run_id"], r["attempt"])),
+                    equal_to([("1", 1), ("3", 1), ("4", 1), ("5", 1)]), label="runs")
 
 
 def test_a_run_over_its_reading_budget_is_a_dead_letter_beside_graded_runs(tmp_path, monkeypatch):

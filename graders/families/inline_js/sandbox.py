@@ -1,4 +1,4 @@
-"""Custom inline JavaScript graders in embedded V8 (graders.md §9), via mini-racer.
+"""Custom inline JavaScript graders in embedded V8 (docs/reference/graders.md §9), via mini-racer.
 
 gh-aw runs each inline grader in a ``node:vm`` context inside a fresh ``node`` worker process. Here
 the same contract runs in-process: the script is compiled as a function body with ``"use strict"``

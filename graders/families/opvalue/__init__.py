@@ -1,4 +1,4 @@
-"""The operational-value grader (graders.md §3, §4, §10): a frozen Bash evaluator run in a sandbox.
+"""The operational-value grader (docs/reference/graders.md §3, §4, §10): a frozen Bash evaluator run in a sandbox.
 
 Modules: ``freeze`` (freezing and digest checks), ``request`` (the stdin request), ``sandbox``
 (bubblewrap + resource limits), ``launcher`` (the in-sandbox first process), ``output`` (stdout

@@ -1,4 +1,4 @@
-"""A run's own archived operational-value grader as a plan entry (graders.md §4 step 5).
+"""A run's own archived operational-value grader as a plan entry (docs/reference/graders.md §4 step 5).
 
 gh-aw archives ``grader_manifest.json`` and ``operational_value_evaluator.sh`` with a run. When a
 run carries them, the pipeline grades the run with that frozen evaluator; an archive that does

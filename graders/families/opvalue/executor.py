@@ -1,4 +1,4 @@
-"""The engine's executor for ``source: operational-value`` (graders.md §4 steps 5 and 7, §10).
+"""The engine's executor for ``source: operational-value`` (docs/reference/graders.md §4 steps 5 and 7, §10).
 
 The step takes the run subject from live ``GITHUB_*`` variables. Here one executor serves many
 archived runs, so it is bound to a run's recorded metadata with :meth:`for_run`; an executor

@@ -1,4 +1,4 @@
-"""Freezing the operational-value evaluator and verifying archived copies (graders.md §3, §4.5).
+"""Freezing the operational-value evaluator and verifying archived copies (docs/reference/graders.md §3, §4.5).
 
 Freezing mirrors gh-aw's ``prepareOperationalValueGrader`` (compile time): exactly one of
 ``run``/``script``, a Bash shebang, at most 65,536 bytes, UTF-8, and ``bash -n``. Its messages are

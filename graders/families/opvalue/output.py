@@ -2,7 +2,7 @@
 
 Protocol detection, after parsing stdout as JSON (empty stdout is ``null``):
 
-- a JSON **array** is the newest protocol (graders.md §10): a non-empty ordered list of exactly
+- a JSON **array** is the newest protocol (docs/reference/graders.md §10): a non-empty ordered list of exactly
   ``{id, value}`` items, unique non-blank ids, values null or finite numbers in native scale (no
   range check, as the newest reference). The first item is the primary value.
 - a JSON **object** is the older "attainment" protocol (seed 001, "Older design" in §10), accepted

@@ -1,4 +1,4 @@
-"""The evaluator's stdin request (graders.md §10), built from recorded run metadata.
+"""The evaluator's stdin request (docs/reference/graders.md §10), built from recorded run metadata.
 
 The step builds the run subject from live ``GITHUB_*`` variables; a fleet grader sees archived runs,
 so the subject comes from the run's metadata (``aw_info.json`` and the path layout) instead.

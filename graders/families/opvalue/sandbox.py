@@ -1,4 +1,4 @@
-"""Run a frozen Bash evaluator under bubblewrap with limits and timeouts (graders.md §10).
+"""Run a frozen Bash evaluator under bubblewrap with limits and timeouts (docs/reference/graders.md §10).
 
 The reference runs ``/bin/bash <file>`` directly on the runner. A fleet grader runs evaluators from
 many repositories on shared workers, so each run gets a throw-away sandbox:

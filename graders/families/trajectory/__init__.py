@@ -1,4 +1,4 @@
-"""The 22 gh-aw trajectory graders (graders.md §7-§8), registered in gh-aw order.
+"""The 22 gh-aw trajectory graders (docs/reference/graders.md §7-§8), registered in gh-aw order.
 
 Each grader is a pure projection over the Trajectory IR found by ``ir.candidates``; every one
 is wrapped by ``ir.with_limits`` (the global 5,000-item cap). Metadata matches gh-aw's

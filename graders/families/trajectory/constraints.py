@@ -1,4 +1,4 @@
-"""skill-constraint-coverage (graders.md §8): configured regex constraints over tool calls and
+"""skill-constraint-coverage (docs/reference/graders.md §8): configured regex constraints over tool calls and
 actions.
 
 Patterns are JavaScript regular expressions compiled as ``new RegExp(pattern, "i")``. They are

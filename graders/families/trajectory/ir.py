@@ -1,6 +1,6 @@
 """Where the trajectory graders find the Trajectory IR, and the sequences they derive from it.
 
-gh-aw's ``trajectory_graders.cjs`` (graders.md §7) has no single IR object: every grader
+gh-aw's ``trajectory_graders.cjs`` (docs/reference/graders.md §7) has no single IR object: every grader
 searches a list of candidate records in priority order and takes the first that has the
 collections it needs. This module holds that search, the global 5,000-item cap, and the
 two orderings shared by several graders (canonical state visits, event symbols).

@@ -1,4 +1,4 @@
-"""Graders over declared objectives (graders.md §7): policy near-miss, exploration and
+"""Graders over declared objectives (docs/reference/graders.md §7): policy near-miss, exploration and
 exploitation error, premature termination, stopping lag, dependency order, coverage."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Evidence use and lineage: tool-output consumption, end-to-end lineage, action provenance,
-grounding accuracy (graders.md §7).
+grounding accuracy (docs/reference/graders.md §7).
 
 The reference answers "does this node reach an evidence root through provenance edges"
 with one depth-first search per output, which is quadratic on long chains. Reachability is

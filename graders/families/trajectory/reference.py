@@ -1,5 +1,5 @@
 """Comparisons against the IR's ``reference``: tool-wise prefix score, state nDTW, code-search
-recall (graders.md §7).
+recall (docs/reference/graders.md §7).
 
 nDTW uses costs 0/1, so the reference's O(|R|·|Q|) scalar DP is run one row at a time with
 numpy: with a_j = min(D[i−1][j], D[i−1][j−1]) and non-negative costs c_j, the in-row

@@ -1,6 +1,6 @@
 """State revisits and recurrence quantification (RQA) over canonical state visits.
 
-Conventions follow gh-aw exactly (graders.md §7, field-notes §3.2): R[i][j] = 1 iff the ids
+Conventions follow gh-aw exactly (docs/reference/graders.md §7): R[i][j] = 1 iff the ids
 at visits i and j are equal and i != j (no line of identity); lmin = vmin = 2; diagonal
 points are counted symmetrically (each upper-diagonal pair twice); vertical runs in column j
 are broken at row j.

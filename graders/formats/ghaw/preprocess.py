@@ -1,4 +1,4 @@
-"""One preprocessing pass per run: artifact files -> the gh-aw trace object (graders.md §5).
+"""One preprocessing pass per run: artifact files -> the gh-aw trace object (docs/reference/graders.md §5).
 
 The trace is a plain JSON-shaped dict with the reference's keys in the reference's order,
 because graders (including user JavaScript) and ``grader_payload.json`` consume it as JSON.

@@ -1,4 +1,4 @@
-"""Tool calls of a run: gateway records, native Copilot events, and their merge (graders.md §5)."""
+"""Tool calls of a run: gateway records, native Copilot events, and their merge (docs/reference/graders.md §5)."""
 
 from __future__ import annotations
 

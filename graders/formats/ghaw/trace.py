@@ -1,4 +1,4 @@
-"""Trace-rule input from a gh-aw run: its preprocessed trace (graders.md §5) and task identity.
+"""Trace-rule input from a gh-aw run: its preprocessed trace (docs/reference/graders.md §5) and task identity.
 
 * Steps are ``trace["toolCalls"]`` in order; the name is ``name`` or else ``tool``; a step
   failed by the same rule as the ``tool_success_rate`` grader (``graders.formats.ghaw.toolcalls.is_tool_failure``).

@@ -17,7 +17,7 @@ from graders.families.trace_rules.passk import (
 
 
 def test_worked_example():
-    # field-notes §3.7: n = 4, c = 3, k = 2 -> pass^2 = 3/6, pass@2 = 1.
+    # n = 4, c = 3, k = 2 -> pass^2 = 3/6, pass@2 = 1.
     assert pass_hat_k(4, 3, 2) == 0.5
     assert pass_at_k(4, 3, 2) == 1.0
 

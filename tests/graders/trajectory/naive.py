@@ -1,6 +1,6 @@
 """Plain transcriptions of the reference definitions, used to check the fast implementations.
 
-Each function follows the gh-aw JavaScript loop (graders.md §7) step for step, with no
+Each function follows the gh-aw JavaScript loop (docs/reference/graders.md §7) step for step, with no
 cleverness, so that a property test can compare it with the production code.
 """
 

@@ -1,4 +1,4 @@
-"""skill-constraint-coverage (graders.md §8)."""
+"""skill-constraint-coverage (docs/reference/graders.md §8)."""
 
 from __future__ import annotations
 

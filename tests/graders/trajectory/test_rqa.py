@@ -1,4 +1,4 @@
-"""REP and RQA graders: field-notes §3.2 vectors, fast-vs-naive properties, edge messages."""
+"""REP and RQA graders: worked vectors, fast-vs-naive properties, edge messages."""
 
 from __future__ import annotations
 

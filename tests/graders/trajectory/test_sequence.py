@@ -1,4 +1,4 @@
-"""Entropy rate and LZ76: field-notes §3.3/§3.4 vectors and fast-vs-naive properties."""
+"""Entropy rate and LZ76: worked vectors and fast-vs-naive properties."""
 
 from __future__ import annotations
 

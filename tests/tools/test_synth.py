@@ -1,4 +1,4 @@
-"""``fleetgrade synth``: deterministic fleets, a heavy tail, malformed runs dead-lettered."""
+"""``python -m tools.synth``: deterministic fleets, a heavy tail, malformed runs dead-lettered."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
-from pipeline.synth import (
+from pipeline.tables import connect
+from tools.synth import (
     DEAD_KINDS,
     MALFORMED_KINDS,
     MANIFEST,
@@ -20,7 +21,7 @@ from pipeline.synth import (
     plan_fleet,
     sample_size,
 )
-from pipeline.tables import connect
+from tools.synth import main as synth_main
 
 
 def digests(root: Path) -> dict[str, str]:
@@ -30,8 +31,8 @@ def digests(root: Path) -> dict[str, str]:
 
 def test_same_seed_gives_byte_identical_tree(tmp_path):
     for name in ("a", "b"):
-        assert main(["synth", "--runs", "30", "--seed", "5", "--out", str(tmp_path / name)]) == 0
-    assert main(["synth", "--runs", "30", "--seed", "6", "--out", str(tmp_path / "c")]) == 0
+        assert synth_main(["--runs", "30", "--seed", "5", "--out", str(tmp_path / name)]) == 0
+    assert synth_main(["--runs", "30", "--seed", "6", "--out", str(tmp_path / "c")]) == 0
     a, b, c = (digests(tmp_path / n) for n in "abc")
     assert a == b
     assert a != c
@@ -40,20 +41,20 @@ def test_same_seed_gives_byte_identical_tree(tmp_path):
 
 def test_refuses_a_non_empty_folder(tmp_path, capsys):
     (tmp_path / "x").write_text("keep me")
-    assert main(["synth", "--runs", "1", "--out", str(tmp_path)]) == 1
+    assert synth_main(["--runs", "1", "--out", str(tmp_path)]) == 1
     assert "not empty" in capsys.readouterr().err
 
 
 def test_layout_and_artifact_kinds(tmp_path):
     out = tmp_path / "fleet"
-    assert main(["synth", "--runs", "60", "--seed", "3", "--out", str(out)]) == 0
+    assert synth_main(["--runs", "60", "--seed", "3", "--out", str(out)]) == 0
     fleet = json.loads((out / MANIFEST).read_text())["fleet"]
     files = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     for e in fleet:
         wf, run = e["folder"].split("/")
         assert wf == e["workflow"]
         assert run.startswith(f"run-{e['run_id']}")
-    # Every artifact kind of graders.md §5 appears somewhere in a 60-run fleet.
+    # Every artifact kind of docs/reference/graders.md §5 appears somewhere in a 60-run fleet.
     for needle in ("token-usage.jsonl", "agent_usage.json", "mcp-logs/gateway.jsonl", "agent_output.json",
                    "copilot-session-state/events.jsonl", "evals.jsonl", "aw_info.json"):
         assert any(f.endswith(needle) for f in files), needle
@@ -91,7 +92,7 @@ def test_shapes_every_repeats_run_shapes(tmp_path, capsys):
     """A fleet N times larger holds the same run shapes N times over: the run count alone differs."""
     out = tmp_path / "f"
     # Under 40 runs, a zero malformed rate means none (from 40 on, one of each kind at least).
-    assert main(["synth", "--runs", "32", "--seed", "4", "--shapes-every", "8", "--malformed-rate", "0",
+    assert synth_main(["--runs", "32", "--seed", "4", "--shapes-every", "8", "--malformed-rate", "0",
                  "--rerun-rate", "0", "--medium-fraction", "0.5", "--out", str(out)]) == 0
     fleet = json.loads((out / MANIFEST).read_text())
     assert fleet["options"]["shapes_every"] == 8
@@ -105,12 +106,12 @@ def test_shapes_every_repeats_run_shapes(tmp_path, capsys):
         # The same records; only ids, dates and workflow names differ in length.
         assert abs(e["bytes"] - first["bytes"]) <= 0.05 * first["bytes"] + 200
     fresh = tmp_path / "g"
-    assert main(["synth", "--runs", "32", "--seed", "4", "--malformed-rate", "0", "--rerun-rate", "0",
+    assert synth_main(["--runs", "32", "--seed", "4", "--malformed-rate", "0", "--rerun-rate", "0",
                  "--medium-fraction", "0.5", "--out", str(fresh)]) == 0
     drawn = json.loads((fresh / MANIFEST).read_text())["fleet"]
     assert [e["tier"] for e in drawn[:8]] == [e["tier"] for e in entries[:8]]  # run i < N is unchanged
     assert [e["tier"] for e in drawn[8:]] != [e["tier"] for e in entries[8:]]
-    assert main(["synth", "--runs", "1", "--shapes-every", "-1", "--out", str(tmp_path / "h")]) == 2
+    assert synth_main(["--runs", "1", "--shapes-every", "-1", "--out", str(tmp_path / "h")]) == 2
     assert "--shapes-every must be >= 0" in capsys.readouterr().err
 
 def test_size_sampler_is_heavy_tailed():
@@ -138,7 +139,7 @@ def test_near_limit_runs_are_rare_and_controlled():
 
 def test_near_limit_file_size(tmp_path):
     out = tmp_path / "f"
-    assert main(["synth", "--runs", "2", "--seed", "0", "--near-limit-rate", "1", "--max-file-mib", "1",
+    assert synth_main(["--runs", "2", "--seed", "0", "--near-limit-rate", "1", "--max-file-mib", "1",
                  "--malformed-rate", "0", "--out", str(out)]) == 0
     logs = [p.stat().st_size for p in out.rglob("mcp-logs/*.jsonl")]
     assert logs and all(0.8 * 2**20 < n < 1.1 * 2**20 for n in logs)
@@ -147,7 +148,7 @@ def test_near_limit_file_size(tmp_path):
 @pytest.mark.slow
 def test_fleet_runs_through_the_pipeline(tmp_path):
     fleet_dir, out = tmp_path / "fleet", tmp_path / "out"
-    assert main(["synth", "--runs", "48", "--seed", "9", "--out", str(fleet_dir)]) == 0
+    assert synth_main(["--runs", "48", "--seed", "9", "--out", str(fleet_dir)]) == 0
     fleet = json.loads((fleet_dir / MANIFEST).read_text())["fleet"]
     assert main(["run", "--input", str(fleet_dir), "--output", str(out), "--log-level", "ERROR"]) == 0
     con = connect(str(out))
@@ -163,9 +164,9 @@ def test_fleet_runs_through_the_pipeline(tmp_path):
 
 
 def test_a_planted_shift_changes_only_the_shifted_runs(tmp_path):
-    base = ["synth", "--runs", "80", "--seed", "2", "--days", "10", "--malformed-rate", "0"]
-    assert main([*base, "--out", str(tmp_path / "a")]) == 0
-    assert main([*base, "--out", str(tmp_path / "b"), "--shift", "ci-doctor:tool-success-rate:2026-11-25:-0.5"]) == 0
+    base = ["--runs", "80", "--seed", "2", "--days", "10", "--malformed-rate", "0"]
+    assert synth_main([*base, "--out", str(tmp_path / "a")]) == 0
+    assert synth_main([*base, "--out", str(tmp_path / "b"), "--shift", "ci-doctor:tool-success-rate:2026-11-25:-0.5"]) == 0
     a, b = digests(tmp_path / "a"), digests(tmp_path / "b")
     changed = {k.split("/")[0] for k in a.keys() | b.keys() if a.get(k) != b.get(k) and k != MANIFEST}
     assert changed == {"ci-doctor"}
@@ -180,6 +181,32 @@ def test_a_planted_shift_changes_only_the_shifted_runs(tmp_path):
                                    "ci-doctor:loops:2026-11-25:0.1", "ci-doctor:retries:2026-13-01:0.1",
                                    "ci-doctor:retries:2026-11-25:2"])
 def test_a_bad_shift_is_a_usage_error(tmp_path, capsys, shift):
-    assert main(["synth", "--runs", "5", "--out", str(tmp_path / "x"), "--shift", shift]) == 2
-    assert capsys.readouterr().err.startswith("fleetgrade synth: --shift ")
+    assert synth_main(["--runs", "5", "--out", str(tmp_path / "x"), "--shift", shift]) == 2
+    assert capsys.readouterr().err.startswith("python -m tools.synth: --shift ")
     assert not (tmp_path / "x").exists()
+
+
+def test_fleetgrade_synth_runs_the_checkout_s_generator(tmp_path):
+    """The generator is not in the package (pyproject excludes tools/); from a checkout the
+    documented command still writes the same tree."""
+    import subprocess
+    import sys
+
+    exe = str(Path(sys.executable).parent / "fleetgrade")
+    args = ["--runs", "4", "--seed", "2", "--out"]
+    r = subprocess.run([exe, "synth", *args, str(tmp_path / "cli")], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert synth_main([*args, str(tmp_path / "tool")]) == 0
+    assert digests(tmp_path / "cli") == digests(tmp_path / "tool")
+    bad = subprocess.run([exe, "synth", "--runs", "-1", "--out", str(tmp_path / "x")], capture_output=True,
+                         text=True, check=False)
+    assert bad.returncode == 2 and bad.stderr.strip().endswith("--runs must be >= 0")
+
+
+def test_the_package_does_not_ship_the_repository_tools():
+    import tomllib
+
+    from tests.conftest import REPO
+
+    find = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    assert "tools*" in find["exclude"] and not any(p.startswith("tools") for p in find["include"])

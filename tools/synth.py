@@ -1,7 +1,7 @@
-"""Deterministic synthetic fleets for benchmarks and tests (``fleetgrade synth``).
+"""Deterministic synthetic fleets for benchmarks and tests (``python -m tools.synth``).
 
 A fleet is ``<out>/<workflow>/run-<id>[-attempt-2]/…`` holding every artifact kind of
-graders.md §5. Run sizes are heavy-tailed (most runs small, a few with tens of thousands of
+docs/reference/graders.md §5. Run sizes are heavy-tailed (most runs small, a few with tens of thousands of
 gateway lines and token-usage records, optionally a rare run near the 50 MiB file limit),
 some tasks (issues) are rerun, and a few runs are malformed on purpose. Every random choice
 comes from ``random.Random`` seeded with a string derived from the seed, so the same seed and
@@ -10,14 +10,19 @@ options give a byte-identical tree on every machine and Python process.
 
 from __future__ import annotations
 
+import argparse
 import math
 import random
+import sys
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
 import orjson
+
+PROG = "python -m tools.synth"
 
 WORKFLOWS: Final = (
     "ci-doctor", "issue-triage", "daily-file-diet", "pr-reviewer",
@@ -443,7 +448,7 @@ _HEAVY_IR_CALLS: Final = 2000
 
 def _trajectory_ir(rng: random.Random, calls: list[_Call], run_id: int, items: list[dict[str, Any]],
                    heavy: bool = False) -> dict[str, Any]:
-    """A Trajectory IR (graders.md §12) consistent with the run's first tool calls."""
+    """A Trajectory IR (docs/reference/graders.md §12) consistent with the run's first tool calls."""
     events: list[dict[str, Any]] = []
     tool_calls: list[dict[str, Any]] = []
     observations: list[dict[str, Any]] = []
@@ -672,3 +677,72 @@ def synth_fleet(out: Path, opts: SynthOptions) -> list[SynthRun]:
 
 
 MANIFEST: Final = "synth-manifest.json"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m tools.synth",
+        description="Writes <out>/<workflow>/run-<id>/… with every gh-aw artifact kind, plus "
+        "synth-manifest.json. The same --seed and options give a byte-identical tree.",
+    )
+    p.add_argument("--runs", type=int, required=True, help="number of run folders")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="output folder (must be empty or absent)")
+    p.add_argument("--medium-fraction", type=float, default=SizeMix.medium, help="fraction of medium runs")
+    p.add_argument("--large-fraction", type=float, default=SizeMix.large,
+                   help="fraction of large runs (10k+ gateway lines and token records)")
+    p.add_argument("--near-limit-rate", type=float, default=0.0,
+                   help="fraction of runs whose gateway log is padded to about --max-file-mib (default 0: none)")
+    p.add_argument("--max-file-mib", type=float, default=48.0, help="size of near-limit files (at most 49.5)")
+    p.add_argument("--malformed-rate", type=float, default=0.03, help="fraction of deliberately malformed runs")
+    p.add_argument("--rerun-rate", type=float, default=0.06, help="fraction of runs that get an attempt 2")
+    p.add_argument("--days", type=int, default=5, help="spread created_at over this many dates")
+    p.add_argument("--shapes-every", type=int, default=0, metavar="N",
+                   help="run i repeats the size and contents of run i mod N (default 0: every run drawn "
+                   "anew); a larger fleet then differs in run count only")
+    p.add_argument("--start-date", default=SynthOptions.start_date, help="first date of the fleet (YYYY-MM-DD)")
+    p.add_argument("--shift", action="append", default=[], metavar="WORKFLOW:GRADER:DATE:EFFECT",
+                   help="plant a change: runs of WORKFLOW from DATE on get EFFECT added to "
+                   + "; ".join(f"{g}: {what}" for g, what in SHIFTABLE.items()) + " (repeatable)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tools.synth``: write a deterministic synthetic fleet (benchmarks, load tests)."""
+    args = _parser().parse_args(argv)
+    out = Path(args.out)
+    problem = None
+    if args.runs < 0:
+        problem = "--runs must be >= 0"
+    elif args.shapes_every < 0:
+        problem = "--shapes-every must be >= 0"
+    elif not valid_date(args.start_date):
+        problem = f"--start-date must be YYYY-MM-DD, got {args.start_date!r}"
+    try:
+        shifts = tuple(Shift.parse(text) for text in args.shift)
+    except ValueError as exc:
+        problem = problem or str(exc)
+    if problem is not None:
+        print(f"{PROG}: {problem}", file=sys.stderr)
+        return 2
+    if out.exists() and any(out.iterdir()):
+        print(f"{PROG}: {out}: not empty; refusing to mix fleets", file=sys.stderr)
+        return 1
+    opts = SynthOptions(
+        runs=args.runs, seed=args.seed, mix=SizeMix(args.medium_fraction, args.large_fraction),
+        near_limit_rate=args.near_limit_rate, max_file_mib=args.max_file_mib,
+        malformed_rate=args.malformed_rate, rerun_rate=args.rerun_rate, days=args.days,
+        shapes_every=args.shapes_every, start_date=args.start_date, shifts=shifts,
+    )
+    entries = synth_fleet(out, opts)
+    tiers = Counter(e.tier for e in entries)
+    dead = sum(e.expected == "dead_letter" for e in entries)
+    total = sum(e.bytes for e in entries)
+    print(f"wrote {len(entries)} run(s), {total / 1e6:.1f} MB under {out}: "
+          + ", ".join(f"{n} {t}" for t, n in sorted(tiers.items()))
+          + f"; {sum(e.malformed is not None for e in entries)} malformed ({dead} to be dead-lettered)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from pipeline.synth import MANIFEST, SizeMix, SynthOptions, synth_fleet
+from tools.synth import MANIFEST, SizeMix, SynthOptions, synth_fleet
 
 HEAVY = SynthOptions(runs=40, seed=3, mix=SizeMix(medium=0.4, large=0.0), ir_rate=0.5, ir_heavy=True)
 

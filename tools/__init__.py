@@ -1,0 +1,1 @@
+"""Repository tools (fleet generator, system set-up, output identity): not part of the installed package."""

@@ -1,0 +1,140 @@
+"""The fleet graph's named stages (pipeline/graph.py lists them), each a few lines of wiring.
+
+ReadRuns → Prepare → Grade (graders/one_run.py, a run end to end) → TraceVerdicts (task
+reliability), TrackState (``_state`` rows and the rows to drop), FleetStats → WriteTables.
+
+Per-run collections travel as a table's named parts rather than flattened: the local runner
+materializes a Flatten whole, which would hold a row per run of the fleet (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from graders.families.trace_rules.config import TraceConfig
+from graders.grading.plan import PlanSet
+from graders.prepare import PreparedRun
+from graders.tables.state import GradingDigests, dead_state, drops_for, graded_state
+from transforms.duplicates import ResolveDuplicates
+from transforms.incremental import KEEP, DiscoverAndDecide, kept_identity, stored_rows_of
+from transforms.prepare import DEAD, DEAD_STATE, PrepareRun
+from transforms.trace_verdicts import TaskReliability
+
+
+class ReadRuns(beam.PTransform):
+    """PBegin → {"runs": runs to read, one folder per identity; "kept": stored state rows of the
+    runs not graded now; "dead"/"dead_state": the extra copies of a run, as dead letters}."""
+
+    def __init__(self, base: str, output: str, plans: PlanSet, cfg: TraceConfig, full: bool,
+                 since: str | None, until: str | None) -> None:
+        super().__init__()
+        self.decide = DiscoverAndDecide(base, output, plans, cfg, full, since, until)
+        self.duplicates = ResolveDuplicates(base)
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
+        # Listed and decided against the stored state in one step.
+        todo, kept = pbegin | "Discover" >> self.decide
+        unique = (todo, kept) | "Identity" >> self.duplicates
+        return {"runs": unique.runs, "kept": kept, "dead": unique[DEAD], "dead_state": unique[DEAD_STATE]}
+
+
+class _Window(beam.DoFn):
+    """Runs dated outside --since/--until are not graded now; their earlier state is kept."""
+
+    def __init__(self, since: str | None, until: str | None) -> None:
+        self.since, self.until = since, until
+        self.skipped = Metrics.counter("fleetgrade", "runs_prepared_out_of_window")
+
+    def process(self, prep: PreparedRun) -> Any:
+        date = prep.meta.date
+        if (self.since is not None and date < self.since) or (self.until is not None and date > self.until):
+            self.skipped.inc()
+            if prep.previous is not None:
+                yield beam.pvalue.TaggedOutput(KEEP, prep.previous)
+            return
+        yield prep
+
+
+class Prepare(beam.PTransform):
+    """Runs to read → {"runs": PreparedRuns dated in the window; "dead"/"dead_state": runs that
+    cannot be prepared; "kept": the stored state of runs found dated outside the window}."""
+
+    def __init__(self, base: str, since: str | None, until: str | None) -> None:
+        super().__init__()
+        self.base, self.since, self.until = base, since, until
+
+    def expand(self, runs: beam.PCollection) -> dict[str, beam.PCollection]:
+        prepared = runs | "Read" >> beam.ParDo(PrepareRun(self.base)).with_output_types(
+            PreparedRun).with_outputs(DEAD, DEAD_STATE, main="runs")
+        windowed = prepared.runs | "Window" >> beam.ParDo(_Window(self.since, self.until)).with_output_types(
+            PreparedRun).with_outputs(KEEP, main="runs")
+        return {"runs": windowed.runs, "kept": windowed[KEEP], "dead": prepared[DEAD],
+                "dead_state": prepared[DEAD_STATE]}
+
+
+class _StateRows(beam.DoFn):
+    """The new ``_state`` row of a graded run or of a dead-lettered one."""
+
+    def __init__(self, plans: PlanSet, cfg: TraceConfig) -> None:
+        self.plans, self.cfg = plans, cfg
+
+    def setup(self) -> None:
+        self.digests = GradingDigests(self.plans, self.cfg)
+
+    def process(self, item: PreparedRun | tuple[dict[str, Any], str, Any]) -> Iterator[dict[str, Any]]:
+        if isinstance(item, PreparedRun):
+            m = item.meta
+            yield graded_state(m.root, item.listing_digest, self.digests.for_workflow(m.workflow), m.workflow,
+                               m.date, m.run_id, m.attempt)
+            return
+        row, digest, _ = item
+        yield dead_state(row["input"], digest, self.digests.for_workflow(row.get("workflow")),
+                         row.get("workflow"), row.get("date"))
+
+
+class TrackState(beam.PTransform):
+    """{"graded": PreparedRuns, "dead": {name: dead_state items}} → {"state": the new ``_state``
+    rows' parts, "drops": the earlier rows of every run graded or dead-lettered now}."""
+
+    def __init__(self, plans: PlanSet, cfg: TraceConfig) -> None:
+        super().__init__()
+        self.plans, self.cfg = plans, cfg
+
+    def expand(self, runs: dict[str, Any]) -> dict[str, Any]:
+        graded, dead = runs["graded"], runs["dead"]
+        state = {"graded": graded | "GradedState" >> beam.ParDo(_StateRows(self.plans, self.cfg))}
+        drops = [graded | "PreviousRows" >> beam.FlatMap(lambda prep: drops_for(prep.previous))]
+        for name, items in dead.items():
+            state[name] = items | f"DeadState[{name}]" >> beam.ParDo(_StateRows(self.plans, self.cfg))
+            drops.append(items | f"PreviousDeadRows[{name}]" >> beam.FlatMap(lambda item: drops_for(item[2])))
+        return {"state": state, "drops": tuple(drops) | "FlattenDrops" >> beam.Flatten()}
+
+
+class TraceVerdicts(beam.PTransform):
+    """{"verdicts": this job's ``trace_verdicts`` rows, "kept": {name: state rows of runs not
+    regraded}} → ``task_reliability`` rows over every run of each task, the kept ones' stored
+    verdicts included."""
+
+    def __init__(self, output: str) -> None:
+        super().__init__()
+        self.output = output
+
+    def expand(self, inputs: dict[str, Any]) -> beam.PCollection:
+        # Only the kept runs' identities are shuffled, grouped by partition; each partition's
+        # stored verdicts are read where they are carried, so they never cross a shuffle.
+        carried = (
+            tuple(
+                part | f"GradedKept[{name}]" >> beam.Filter(lambda s: s.get("outcome") == "graded")
+                | f"KeyKept[{name}]" >> beam.Map(kept_identity)
+                for name, part in inputs["kept"].items()
+            )
+            | "FlattenKeptKeys" >> beam.Flatten()
+            | "GroupKeptByPartition" >> beam.GroupByKey()
+            | "CarriedVerdicts" >> beam.FlatMap(lambda kv, out: stored_rows_of(out, "trace_verdicts", kv), self.output)
+        )
+        return (inputs["verdicts"], carried) | "Reliability" >> TaskReliability()
+
