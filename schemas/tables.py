@@ -160,7 +160,7 @@ SPECS: dict[str, TableSpec] = _specs(
               "One row per input that could not be graded, and why.", identity=("input", "stage"),
               one_per_identity=("error_class", "message")),
     TableSpec("trace_verdicts", file_schema(TRACE_VERDICTS), ("run_id", "attempt"), Replace.RUN,
-              "transforms.trace_verdicts:verdict_row", "One trace-rule verdict per graded run.",
+              "graders.one_run:verdict_row", "One trace-rule verdict per graded run.",
               identity=RUN_IDENTITY),
     # An aggregate over every run of a task: recomputed whole on each run, never merged.
     TableSpec("task_reliability", file_schema(TASK_RELIABILITY), ("task",), Replace.TABLE,

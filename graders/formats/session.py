@@ -1,8 +1,8 @@
 """What every reader returns: one agent session as tool calls and LLM usage records.
 
 A :class:`Session` is format-neutral. From it come the two views graders need: the gh-aw-shaped
-trace dict (graders.md §5 keys, so the built-in and trajectory graders run unchanged) and the
-trace-rules ``Run`` (its steps).
+trace dict (docs/reference/graders.md §5 keys, so the built-in and trajectory graders run
+unchanged) and the trace-rules ``Run`` (its steps).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Session:
     trace_dict: dict[str, Any] | None = None  # set by folder formats (gh-aw) that build their own
 
     def trace(self) -> dict[str, Any]:
-        """The gh-aw-shaped trace (graders.md §5 keys, in its order)."""
+        """The gh-aw-shaped trace (docs/reference/graders.md §5 keys, in its order)."""
         if self.trace_dict is not None:
             return self.trace_dict
         return ghaw_trace(self.calls, self.usage)
