@@ -87,10 +87,12 @@ def grade_failure_row(meta: RunMeta | None, failure: tuple[str, str]) -> dict[st
 def verdict_row(prep: PreparedRun, cfg: TraceConfig) -> dict[str, Any]:
     """The run's ``trace_verdicts`` row: its steps are its preprocessed ``toolCalls``."""
     m = prep.meta
-    # A run whose observed conclusion is failure is not delivered (docs/observed-graders.md).
+    # A session file's reader gave its steps (subagents attributed); a gh-aw run's come from its
+    # trace, and a run whose observed conclusion is failure is not delivered (docs/observed-graders.md).
     conclusion = prep.evidence.conclusion if prep.evidence is not None else None
-    report = grade_trace_rules(
-        run_from_ghaw_trace(prep.trace, task_key(prep.aw_info, m.workflow), m.run_id, conclusion), cfg)
+    run = prep.steps_run or run_from_ghaw_trace(
+        prep.trace, task_key(prep.aw_info, m.workflow), m.run_id, conclusion)
+    report = grade_trace_rules(run, cfg)
     return {
         "workflow": m.workflow,
         "date": m.date,
@@ -197,7 +199,8 @@ class RunGrader:
                 failures.append(_caught(exc))
         try:
             # The observed grades count in the run's status counts too.
-            run = run_row(prep.meta, prep.trace, [*results, *observed], prep.report, plan, prep.input_digest)
+            run = run_row(prep.meta, prep.trace, [*results, *observed], prep.report, plan, prep.input_digest,
+                          prep.source_kind)
         except Exception as exc:
             if strict:
                 raise

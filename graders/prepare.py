@@ -9,6 +9,7 @@ from typing import Any
 from graders.families.opvalue.archived import archived_entry
 from graders.formats.evidence import RunEvidence, evidence_warnings, read_evidence
 from graders.formats.ghaw.preprocess import PreprocessReport, preprocess, read_evals, read_trajectory_ir_file
+from graders.formats.model import Run
 from graders.grading.plan import GradingPlan, PlanEntry, with_entry
 from graders.runs.layout import ARTIFACT_NAMES
 from graders.runs.runfiles import RunFiles
@@ -41,6 +42,10 @@ class PreparedRun:
     # Incremental backfill: the run's listing digest and its previous state row, if any.
     listing_digest: str = ""
     previous: dict[str, Any] | None = field(default=None, repr=False)
+    # The input format (graders/formats): ``runs.source_kind``; for a session file, its reader's
+    # trace-rules run (steps with subagents attributed), used instead of the one from ``trace``.
+    source_kind: str = "gh-aw"
+    steps_run: Run | None = field(default=None, repr=False)
 
     def plan(self, base: GradingPlan) -> GradingPlan:
         """The run's plan: ``base`` plus its archived evaluator when ``base`` has none."""

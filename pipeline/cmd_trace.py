@@ -17,19 +17,18 @@ from graders.families.trace_rules.config import WARN_PREFIX, ConfigError, from_m
 from graders.families.trace_rules.report import render, to_json
 from graders.families.trace_rules.selftest import self_test
 from graders.families.trace_rules.verdicts import grade
+from graders.formats import FormatError
+from graders.formats.claude_code import runs_from_transcript
+from graders.formats.copilot import runs_from_copilot_events
+from graders.formats.files import read_input
+from graders.formats.hooks import runs_from_audit
 from graders.formats.jsonl import read_lines
 from graders.formats.model import Run
-from graders.formats.parsers import (
-    TraceFormatError,
-    runs_from_audit,
-    runs_from_copilot_events,
-    runs_from_traces,
-    runs_from_transcript,
-)
+from graders.formats.parsers import TraceFormatError, runs_from_traces
 
 PROG = "fleetgrade trace"
-# Source flags in the reference's precedence order; the Copilot parser is ours and comes last.
-SOURCES = ("traces", "audit", "transcript", "copilot_events")
+# Source flags in the reference's precedence order; the Copilot parser and --input are ours.
+SOURCES = ("traces", "audit", "transcript", "copilot_events", "input")
 
 
 def _positive_int(text: str) -> int:
@@ -49,7 +48,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--audit", help="hook audit / code-logger JSONL")
     p.add_argument("--transcript", help="Claude Code session transcript JSONL")
     p.add_argument("--copilot-events", dest="copilot_events", help="GitHub Copilot CLI session events.jsonl")
-    p.add_argument("--task", help="task id for audit/transcript/Copilot runs")
+    p.add_argument("--input", help="a session or trace file of any supported format, or a folder of them "
+                   "(gh-aw run folders included); subagent work attributed, hook Pre/Post calls deduplicated")
+    p.add_argument("--task", help="task id for audit/transcript/Copilot/--input runs")
     p.add_argument("--config", help="adapter config YAML (engine defaults when absent)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--k", type=_positive_int, help="also report pass^k and pass@k estimates for k = 1..K")
@@ -66,6 +67,8 @@ def _warn(message: str) -> None:
 
 
 def _read_runs(kind: str, path: str, task: str | None) -> list[Run]:
+    if kind == "input":
+        return [s.run(task=task) for s in read_input(path, _warn)]
     if kind == "traces":
         return runs_from_traces(json.loads(Path(path).read_text(encoding="utf-8")))
     parse: Callable[..., list[Run]] = {
@@ -81,7 +84,7 @@ def handler(args: argparse.Namespace) -> int:
         return self_test(sys.stdout)
     kind = next((k for k in SOURCES if getattr(args, k, None)), None)
     if kind is None:
-        _error("provide --traces, --audit, --transcript, --copilot-events, or --self-test")
+        _error("provide --traces, --audit, --transcript, --copilot-events, --input, or --self-test")
         return 2
     if args.config and not Path(args.config).is_file():
         _warn(f"config file {args.config!r} not found; using engine defaults")
@@ -102,6 +105,9 @@ def handler(args: argparse.Namespace) -> int:
         return 1
     except json.JSONDecodeError as e:
         _error(f"{path}: not valid JSON ({e})")
+        return 1
+    except FormatError as e:  # its message names the file
+        _error(str(e))
         return 1
     except (TraceFormatError, RecursionError) as e:
         _error(f"{path}: {e}")

@@ -15,7 +15,8 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from graders.families.inline_js.sandbox import JsGraderError, JsSandbox
-from graders.runs.layout import run_root_of
+from graders.formats import SNIFF_BYTES, sniff
+from graders.runs.layout import run_root_of, session_root_of
 from graders.runs.runfiles import DIR, sorted_entries, split_entry
 from pipeline.errors import UsageError
 from transforms.gcs import use_emulator_if_configured
@@ -139,7 +140,7 @@ def check_input(input_base: str, allow_empty: bool, options: PipelineOptions | N
     if found is None:
         if allow_empty:
             return f"input {input_base} (empty, allowed)"
-        raise UsageError("--input holds no run folder (<workflow>/run-<id>/…); "
+        raise UsageError("--input holds no run folder (<workflow>/run-<id>/…) nor session file; "
                          "pass --allow-empty if an empty fleet is expected", input_base)
     return f"input {input_base} holds runs"
 
@@ -161,9 +162,26 @@ def _first_run(base: str) -> str | None:
     """The first run folder discovery would find under ``base``, listing no further."""
     for rel in _local_files(base, "") if not is_gcs(base) else _listed(base):
         root = run_root_of(rel)
+        if root is None and _session_file(base, rel):  # a session / trace file of another format
+            root = session_root_of(rel)
         if root is not None:
             return root
     return None
+
+
+def _session_file(base: str, rel: str) -> bool:
+    """Whether ``rel`` is graded as a session file (graders/prepare_sessions.py): a ``.jsonl`` or
+    ``.ndjson`` always; a local ``.json`` only if a reader recognises it (other JSON documents
+    beside runs, manifests and summaries, are strays)."""
+    if session_root_of(rel) is None:
+        return False
+    if not rel.endswith(".json") or is_gcs(base):
+        return True
+    try:
+        with open(os.path.join(base, rel), "rb") as fh:
+            return sniff(rel, fh.read(SNIFF_BYTES)) is not None
+    except OSError:
+        return True  # unreadable: preparing it says so
 
 
 def _local_files(folder: str, rel: str) -> Iterator[str]:

@@ -149,5 +149,5 @@ class RunMeta(_Closed):
     date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
     created_at: str | None = None
     repository: str | None = None
-    metadata_source: Literal["aw_info", "layout"]
+    metadata_source: Literal["aw_info", "layout", "file"]  # "file": a session file (graders/formats)
     root: str

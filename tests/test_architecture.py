@@ -22,13 +22,14 @@ PACKAGES = ("schemas", "graders", "transforms", "pipeline")
 # Lowest first; a module may import its own layer or a lower one. ``graders.stats`` (estimators
 # for the report and ``check``) imports nothing first-party: it sits with ``jsrt`` at the bottom
 # of the core. ``graders`` itself and its top-level modules (prepare, single_run, replay) grade a
-# run end to end over every layer of the core.
+# run end to end over every layer of the core. ``grading`` (the registry, the engine) sits below
+# ``formats`` so that input-format readers register in the one registry like every plugin.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("schemas",),
     ("graders.jsrt", "graders.stats"),
     ("graders.runs",),
-    ("graders.formats",),
     ("graders.grading",),
+    ("graders.formats",),
     ("graders.families",),
     ("graders.tables",),
     ("graders",),

@@ -12,7 +12,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from graders.runs import runfiles
-from graders.runs.layout import RUN_DIR, artifact_top, run_root_of
+from graders.runs.layout import RUN_DIR, artifact_top, run_root_of, session_root_of
 from graders.runs.runfiles import NOT_UTF8, shown_name, utf8_name, walk_local
 from transforms.beamfiles import join
 from transforms.progress import DISCOVERED, FINISHED, Tally
@@ -77,15 +77,28 @@ def _in_run(root_rel: str, rel: str) -> bool:
     return run_root_of(root_rel + "/" + rel) == root_rel
 
 
+def _in_session_group(root_rel: str, rel: str) -> bool:
+    """Whether a file of the folder at ``root_rel`` is one of its session files (graders/formats)."""
+    full = f"{root_rel}/{rel}" if root_rel else rel
+    return run_root_of(full) is None and session_root_of(full) == root_rel
+
+
 def list_run(base: str, root_rel: str) -> list[tuple[str, int, float]]:
-    """The sorted listing of one run folder, as ``ListRuns`` lists it within the fleet."""
-    listing = sorted(itertools.islice(
-        ((rel, size, mtime) for rel, size, mtime in _entries(join(base, root_rel))
-         # "." is the folder itself, which could not be read; a run folder's nested in it is not its
-         if rel == "." or _in_run(root_rel, rel)),
-        # One entry past the run's budget is enough to refuse it (runfiles.bounded_listing).
-        runfiles.MAX_RUN_FILES + 1,
-    ))
+    """The sorted listing of one run folder, as ``ListRuns`` lists it within the fleet: a gh-aw
+    run's files, or else, for a folder holding no gh-aw run, its session files."""
+    def own(belongs: Callable[[str, str], bool]) -> list[tuple[str, int, float]]:
+        return sorted(itertools.islice(
+            # "." is the folder itself, which could not be read; a run folder's nested in it is not its
+            ((rel, size, mtime) for rel, size, mtime in _entries(join(base, root_rel))
+             if rel == "." or belongs(root_rel, rel)),
+            # One entry past the run's budget is enough to refuse it (runfiles.bounded_listing).
+            runfiles.MAX_RUN_FILES + 1,
+        ))
+
+    listing = own(_in_run)
+    if not any(rel != "." and _gh_aw_file(root_rel, rel) for rel, _, _ in listing):
+        # No gh-aw run here: the folder's session files, as discovery grouped them (if any).
+        listing = own(_in_session_group) or listing
     if not listing and _scheme(base) == "" and _shown_not_utf8(join(base, root_rel)):
         listing = [(".", NOT_UTF8, 0.0)]  # a folder discovery did not enter for its name
     return listing
@@ -99,6 +112,13 @@ def _shown_not_utf8(path: str) -> bool:
     except OSError:
         return False
     return any(not utf8_name(name) and shown_name(name) == leaf for name in names)
+
+
+def _gh_aw_file(root_rel: str, rel: str) -> bool:
+    """Whether a file of the folder at ``root_rel`` makes it a gh-aw run (an artifact name at its top)."""
+    if not root_rel:
+        return _belongs_to_base(rel) is True
+    return run_root_of(f"{root_rel}/{rel}") == root_rel
 
 
 def _belongs_to_base(rel: str) -> bool | None:
@@ -171,6 +191,7 @@ class ListRuns(beam.DoFn):
     def _fleet_runs(self, base: str, entries: Iterator[tuple[str, int, float]]) -> Iterator[RunListing]:
         order = _LISTING_ORDER.get(_scheme(base))
         open_runs: dict[str, list[tuple[str, int, float]]] = {}
+        sessions: set[str] = set()  # open roots that are session groups, not gh-aw runs
         last: str | None = None
         last_key: Any = None
         files = stray = 0
@@ -186,17 +207,35 @@ class ListRuns(beam.DoFn):
                 # A folder outside any known run that cannot be entered may hold runs: it is
                 # listed as a run of its own, which becomes a dead letter saying why.
                 root, rel = rel[:-2], rel
+            session = False
+            if root is None:
+                # A file outside every gh-aw run may be an agent session or trace of another
+                # format: grouped by folder (layout.session_root_of), unless it sits in an open
+                # gh-aw run's folder (a stray of that run, as before).
+                root = session_root_of(rel)
+                session = root is not None and not any(
+                    rel.startswith(r + "/") for r in open_runs if r not in sessions)
+                root = root if session else None
             if root is None:
                 stray += 1
                 continue
+            if session:
+                sessions.add(root)
+            elif root in sessions:  # the folder is a gh-aw run after all: its session files were strays
+                sessions.discard(root)
+                kept = [e for e in open_runs.get(root, []) if run_root_of(f"{root}/{e[0]}") == root]
+                stray += len(open_runs.get(root, [])) - len(kept)
+                open_runs[root] = kept
             if root != last and order is not None:
-                for ended in [r for r in open_runs if not rel.startswith(r + "/")]:
+                # The input's own folder ("") holds its session files until the end.
+                for ended in [r for r in open_runs if r and not rel.startswith(r + "/")]:
+                    sessions.discard(ended)
                     yield ended, sorted(open_runs.pop(ended))
             last = root
             run = open_runs.setdefault(root, [])
             # A run is held up to one entry past its budget, which refuses it (bounded_listing).
             if len(run) <= runfiles.MAX_RUN_FILES:
-                run.append((rel[len(root) + 1 :], size, mtime))
+                run.append((rel[len(root) + 1 :] if root else rel, size, mtime))
         self.files.inc(files)
         self.stray.inc(stray)
         for root in list(open_runs):

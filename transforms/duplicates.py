@@ -27,7 +27,9 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from graders.formats.ghaw.reader import is_run_folder
 from graders.jsrt.jsonio import MAX_FILE_SIZE
+from graders.runs.layout import SESSION_SUFFIXES
 from graders.runs.runfiles import memory_run_files
 from graders.runs.runmeta import AW_INFO_PATHS, determine_run_meta
 from graders.tables.rows import dead_letter_row
@@ -63,6 +65,9 @@ def run_identity(base: str, root_rel: str) -> tuple[Identity, str] | None:
             files = memory_run_files({rel: data}, root)
             break
     else:
+        listed = [rel for rel, _, _ in list_run(base, root_rel)]
+        if not is_run_folder(listed) and any(rel.endswith(SESSION_SUFFIXES) for rel in listed):
+            return None  # a folder of session files: each session's identity is in its file
         files = memory_run_files({}, root)
     try:
         meta = determine_run_meta(files, hint_path(base, root_rel))

@@ -10,8 +10,11 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from graders.formats.ghaw.reader import is_run_folder
 from graders.prepare import PreparedRun, prepare_run
-from graders.runs.layout import layout_hints
+from graders.prepare_sessions import NotASession, SessionFailure, prepare_sessions
+from graders.runs.layout import SESSION_SUFFIXES, layout_hints
+from graders.runs.runfiles import RunFiles
 from graders.tables.rows import dead_letter_row
 from graders.tables.state import listing_digest, listing_fingerprint
 from transforms.beamfiles import beam_run_files, join
@@ -57,6 +60,11 @@ class PreparedRunCoder(beam.coders.Coder):
 beam.coders.registry.register_coder(PreparedRun, PreparedRunCoder)
 
 
+def holds_sessions(files: RunFiles) -> bool:
+    """A folder of agent session / trace files of other formats, not a gh-aw run."""
+    return not is_run_folder(list(files.sizes)) and any(rel.endswith(SESSION_SUFFIXES) for rel in files.sizes)
+
+
 class PrepareRun(beam.DoFn):
     """A run to read → PreparedRun, or a dead-letter row naming the run and the problem."""
 
@@ -66,6 +74,9 @@ class PrepareRun(beam.DoFn):
         self.dead = Metrics.counter("fleetgrade", "runs_dead_lettered")
         self.bytes = Metrics.counter("fleetgrade", "bytes_read")
         self.changed = Metrics.counter("fleetgrade", "runs_changed_since_discovery")
+        # A folder of session files was discovered as one; each of its sessions is an input.
+        self.discovered = Metrics.counter("fleetgrade", "runs_discovered")
+        self.stray = Metrics.counter("fleetgrade", "stray_files_skipped")
 
     def setup(self) -> None:
         tune_heap()  # a worker: its heap must not grow with the runs it has read
@@ -103,7 +114,10 @@ class PrepareRun(beam.DoFn):
                                         "(it had when discovered)")
             files = beam_run_files(root, listing)
             try:
-                prep: PreparedRun = prepare_run(files, hint_path(self.base, root_rel))
+                if holds_sessions(files):  # a folder of session files: a run per session (graders/formats)
+                    sessions = list(prepare_sessions(files, hint_path(self.base, root_rel)))
+                else:
+                    prep: PreparedRun = prepare_run(files, hint_path(self.base, root_rel))
             finally:
                 self.bytes.inc(files.bytes_read)
         except Exception as exc:  # every ungradable run becomes a row, never a failed job
@@ -115,7 +129,32 @@ class PrepareRun(beam.DoFn):
             yield beam.pvalue.TaggedOutput(DEAD, row)
             yield beam.pvalue.TaggedOutput(DEAD_STATE, (row, digest, previous))
             return
+        if holds_sessions(files):
+            yield from self._sessions(sessions, digest, previous)
+            return
         self.prepared.inc()
         prep.previous = previous
         prep.listing_digest = digest
         yield prep
+
+    def _sessions(self, sessions: list[PreparedRun | SessionFailure | NotASession], digest: str,
+                  previous: Any) -> Iterator[Any]:
+        """Each session a prepared run; each file no reader could read a dead letter naming it."""
+        strays = sum(isinstance(item, NotASession) for item in sessions)
+        self.stray.inc(strays)
+        self.discovered.inc(len(sessions) - strays - 1)
+        for item in sessions:
+            if isinstance(item, NotASession):
+                LOG.info("not an agent session or trace, skipped: %s", item.path)
+                continue
+            if isinstance(item, SessionFailure):
+                self.dead.inc()
+                LOG.warning("dead letter: %s", item.error)
+                row = dead_letter_row(item.path, "prepare", item.error, workflow=item.workflow, date=item.date)
+                yield beam.pvalue.TaggedOutput(DEAD, row)
+                yield beam.pvalue.TaggedOutput(DEAD_STATE, (row, digest, None))
+                continue
+            self.prepared.inc()
+            item.previous = previous
+            item.listing_digest = digest
+            yield item

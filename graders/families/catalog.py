@@ -11,3 +11,8 @@ from graders.families import (
 from graders.families.inline_js import sandbox  # noqa: F401  (the inline family's executor)
 from graders.families.opvalue import executor  # noqa: F401  (the operational-value family's executor)
 from graders.families.trace_rules import rules  # noqa: F401  (trace-grader's five rules)
+
+# The input formats' readers (graders/formats: kind ``input_format``); sniffing is unambiguous,
+# so their order (the families above may import some first) does not matter.
+from graders.formats import aw_session, claude_code, copilot, hooks, otlp  # noqa: F401
+from graders.formats.ghaw import reader  # noqa: F401  (gh-aw folders: the ``gh-aw`` format)

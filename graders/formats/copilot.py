@@ -1,12 +1,19 @@
-"""GitHub Copilot CLI session ``events.jsonl`` (spec §9), which the reference cannot read.
+"""GitHub Copilot CLI session ``events.jsonl``, 0.0.x and 1.0.x (docs/formats.md §3).
 
-Steps are ``tool.execution_start`` events in file order (the tool name is only there), joined
-by ``toolCallId`` to ``tool.execution_complete``. A step failed when the completion says
-``success: false`` or carries an ``error``. Tool events made inside a subagent (``agentId``
-on the envelope or ``data.parentToolCallId``) are skipped, like transcript sidechains: the
-subagent's own trajectory is not the main run's. A session has no task-level verdict, so
-the run is delivered (same rule as transcripts). Unlike the transcript parser, the run id
-is always the session id, and a repeated start event for one call id counts once.
+Two readings:
+
+* :func:`runs_from_copilot_events` (``fleetgrade trace --copilot-events``, unchanged): steps are
+  ``tool.execution_start`` events in file order joined by ``toolCallId`` to
+  ``tool.execution_complete``; a step failed when the completion says ``success: false`` or
+  carries an ``error``; tool events inside a subagent (``agentId`` on the envelope or
+  ``data.parentToolCallId``) are skipped; a repeated start for one call id counts once.
+* :class:`Copilot` (``fleetgrade run``, ``fleetgrade trace --input``): the same join, with
+  subagent calls kept and attributed to their agent, ``input`` (1.0.x) or ``arguments`` (0.0.x)
+  as the arguments, ``hook.start``/``hook.end`` paired by ``hookInvocationId`` (a failed hook is
+  a warning of the run), and tokens from ``assistant.usage`` per request, else
+  ``session.shutdown``'s per-model totals (``inputTokens`` there includes cache reads and writes:
+  the corpus run ``ghaw-copilot-routed-gpt-responses`` has 97,401 = 12 + 70,123 + 27,266; the
+  non-cached remainder becomes ``input_tokens``).
 """
 
 from __future__ import annotations
@@ -16,7 +23,23 @@ from typing import Any
 
 from graders.formats.jsonl import Warn, ignore_warning, iter_objects
 from graders.formats.model import Run, Step
+from graders.formats.session import (
+    Call,
+    FormatError,
+    Session,
+    Source,
+    Usage,
+    as_dict,
+    count,
+    error_text,
+    first_object,
+    iso_time,
+    json_lines,
+    text,
+)
+from graders.grading.registry import input_format
 
+KIND = "copilot-cli"
 OBSERVATION_CHARS = 200
 _ARG_KEYS = ("file_path", "path", "pattern", "query", "command", "url", "prompt")
 
@@ -33,14 +56,14 @@ def _is_subagent(ev: dict[str, Any], data: dict[str, Any]) -> bool:
 def _observation(data: dict[str, Any]) -> str:
     err = data.get("error")
     if isinstance(err, dict) and isinstance(err.get("message"), str):
-        text = err["message"]
+        text_ = err["message"]
     elif isinstance(err, str):
-        text = err
+        text_ = err
     else:
         res = data.get("result")
         content = res.get("content") if isinstance(res, dict) else res
-        text = content if isinstance(content, str) else ""
-    return text[:OBSERVATION_CHARS]
+        text_ = content if isinstance(content, str) else ""
+    return text_[:OBSERVATION_CHARS]
 
 
 def _call_id(value: Any) -> str | None:
@@ -90,3 +113,117 @@ def runs_from_copilot_events(
         return []
     sid = session or task_hint or "copilot-session"
     return [Run(task=task_hint or sid, run_id=sid, ok=True, steps=steps)]
+
+
+# ---- the full reading ---------------------------------------------------------------------------
+
+def _arguments(data: dict[str, Any]) -> dict[str, Any]:
+    for key in ("arguments", "input"):
+        value = data.get(key)
+        if isinstance(value, dict):
+            return value
+    command = data.get("command")
+    return {"command": command} if isinstance(command, str) and command else {}
+
+
+def _agent(ev: dict[str, Any], data: dict[str, Any]) -> str | None:
+    return text(ev.get("agentId")) or text(data.get("parentToolCallId"))
+
+
+def _model_usage(metrics: Any, duration_ms: float) -> list[Usage]:
+    """``modelMetrics{<model>: {requests{count}, usage{inputTokens, …}}}`` → one record per model."""
+    out: list[Usage] = []
+    for model, m in sorted(metrics.items()) if isinstance(metrics, dict) else []:
+        m = as_dict(m)
+        u, req = as_dict(m.get("usage")), as_dict(m.get("requests"))
+        cache_read, cache_write = count(u.get("cacheReadTokens")), count(u.get("cacheWriteTokens"))
+        fresh = max(0, count(u.get("inputTokens")) - cache_read - cache_write)
+        out.append(Usage(str(model), fresh, count(u.get("outputTokens")), cache_read, cache_write,
+                         duration_ms if not out else 0, None, None, max(1, count(req.get("count")))))
+    return out
+
+
+def read_session(source: Source) -> Session:
+    session = Session(KIND, source.name)
+    calls: dict[str, Call] = {}
+    order: list[Call] = []
+    hooks: dict[str, tuple[str, dict[str, Any]]] = {}
+    per_request: list[Usage] = []
+    totals: list[Usage] = []
+    seen = False
+    for lineno, ev in json_lines(source, session.warnings):
+        kind = ev.get("type")
+        if not isinstance(kind, str):
+            continue
+        seen = True
+        data = _data(ev)
+        session.created_at = session.created_at or iso_time(ev.get("timestamp"))
+        if kind in ("session.start", "session.init"):
+            session.run_id = session.run_id or text(data.get("sessionId"))
+            ctx = data.get("context")
+            if isinstance(ctx, dict):
+                session.repository = session.repository or text(ctx.get("repository"))
+            session.created_at = iso_time(data.get("startTime")) or session.created_at
+        elif kind == "tool.execution_start":
+            cid = _call_id(data.get("toolCallId"))
+            if cid is not None and cid in calls:
+                continue
+            call = Call(str(data.get("toolName") or ""), _arguments(data), None, "", cid, _agent(ev, data))
+            order.append(call)
+            if cid is not None:
+                calls[cid] = call
+        elif kind == "tool.execution_complete":
+            found = calls.get(_call_id(data.get("toolCallId")) or "")
+            if found is not None:
+                failed = data.get("success") is False or bool(data.get("error"))
+                found.ok, found.observation = not failed, _observation(data)
+                if failed:
+                    found.error = error_text(data.get("error")) or found.observation or "success: false"
+        elif kind in ("hook.start", "hook.end"):
+            hid = text(data.get("hookInvocationId")) or f"line {lineno}"
+            if kind == "hook.start":
+                hooks[hid] = (str(data.get("hookType") or "hook"), data)
+            elif data.get("success") is False or data.get("error"):
+                hook_type = str(data.get("hookType") or hooks.get(hid, ("hook", {}))[0])
+                session.warnings.append(f"{source.name}:{lineno}: {hook_type} hook failed: "
+                                        f"{error_text(data.get('error')) or 'success: false'}")
+        elif kind == "assistant.usage":
+            model = data.get("model")
+            cache_read, cache_write = count(data.get("cacheReadTokens")), count(data.get("cacheWriteTokens"))
+            per_request.append(Usage(model if isinstance(model, str) else None,
+                                     max(0, count(data.get("inputTokens")) - cache_read - cache_write),
+                                     count(data.get("outputTokens")), cache_read, cache_write,
+                                     float(count(data.get("duration"))), None, _agent(ev, data)))
+        elif kind == "session.shutdown" or (kind == "session.result" and not totals
+                                            and isinstance(data.get("modelMetrics"), dict)):
+            totals = _model_usage(data.get("modelMetrics"), float(count(data.get("totalApiDurationMs"))))
+        if kind in ("session.error", "abort") or (kind == "session.result" and data.get("errorType")):
+            if _agent(ev, data) is None:  # a subagent's error is not the run's
+                session.delivered = False
+    if not seen:
+        raise FormatError(f"{source.name}: no Copilot CLI session events (lines with a 'type')")
+    session.calls = order
+    session.usage = per_request or totals
+    return session
+
+
+_EVENT_TYPES = ("session.start", "session.init", "session.info", "session.model_change", "user.message",
+                "assistant.message", "assistant.turn_start", "tool.execution_start", "hook.start")
+
+
+@input_format(KIND)
+class Copilot:
+    kind = KIND
+    folder = False
+
+    def sniff(self, name: str, head: bytes) -> bool:
+        if not name.endswith(".jsonl"):
+            return False
+        obj = first_object(head)
+        if obj is None or not isinstance(obj.get("data"), dict):
+            return False
+        kind = obj.get("type")
+        return isinstance(kind, str) and (kind in _EVENT_TYPES or (kind.startswith("session.") and "id" in obj))
+
+    def read(self, source: Source) -> list[Session]:
+        return [read_session(source)]

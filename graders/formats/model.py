@@ -19,6 +19,7 @@ class Step:
     args: dict[str, Any] = field(default_factory=dict)
     observation: str = ""
     ok: bool = True
+    agent: str | None = None  # the subagent that made the call (graders/formats); None: the main agent
 
 
 @dataclass

@@ -134,7 +134,8 @@ class Registry:
         return self._decorator("trace_rule", name)
 
     def input_format(self, name: str) -> Callable[[F], F]:
-        """Register the decorated reader of an input format (none is registered yet)."""
+        """Register the decorated reader class of an input format (graders/formats): ``create``
+        makes a reader, ``name`` is its kind (``runs.source_kind``)."""
         return self._decorator("input_format", name)
 
     def _decorator(self, kind: Kind, name: str) -> Callable[[F], F]:
@@ -247,8 +248,9 @@ def grader_ids(family: str | None = None) -> tuple[str, ...]:
 
 
 def sandboxed_families() -> tuple[str, ...]:
-    """The families whose graders run in a sandbox: those that registered an executor."""
-    return REGISTRY.names("executor")
+    """The families whose graders run in a sandbox: those that registered an executor, by name
+    (a family module imported before the registry loads registers first; order means nothing here)."""
+    return tuple(sorted(REGISTRY.names("executor")))
 
 
 def make_executor(family: str, allow_unsandboxed: bool = False) -> Any:

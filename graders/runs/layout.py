@@ -43,6 +43,28 @@ def run_root_of(rel_path: str) -> str | None:
     return None
 
 
+# Files outside any gh-aw run folder that may be an agent session or trace of another format
+# (graders/formats): each becomes runs of its own, or a dead letter saying why not.
+SESSION_SUFFIXES: Final = (".jsonl", ".json", ".ndjson")
+# A Claude Code session's subagent transcripts, ``<session>/subagents/agent-<id>.jsonl``, are read
+# with ``<session>.jsonl`` beside ``<session>/``: they belong to the same group.
+_SUBAGENT_FILE = re.compile(r"^(?:(?P<dir>.*)/)?[^/]+/subagents/agent-[^/]+\.jsonl$")
+
+
+def session_root_of(rel_path: str) -> str | None:
+    """The session group of a file outside every gh-aw run: the folder holding it (``""`` for
+    the input's own top), or None for a file no session format uses (a README).
+
+    Files of one folder form one group (its runs are its files' sessions), so discovery and
+    ``list_run`` treat a group like a run folder: one element, one listing."""
+    if not rel_path.endswith(SESSION_SUFFIXES):
+        return None
+    m = _SUBAGENT_FILE.match(rel_path)
+    if m:
+        return m.group("dir") or ""
+    return rel_path.rpartition("/")[0]
+
+
 def artifact_top(parts: list[str]) -> bool:
     """Whether a path's parts (relative to a run folder) start with a gh-aw artifact name."""
     return bool(parts) and (parts[0] in ARTIFACT_NAMES or (tuple(parts[:2]) == TMP_PREFIX and len(parts) > 2))

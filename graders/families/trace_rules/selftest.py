@@ -15,8 +15,9 @@ from graders.families.trace_rules.config import TraceConfig, default_config
 from graders.families.trace_rules.report import RULE, render
 from graders.families.trace_rules.rules import edited_without_read
 from graders.families.trace_rules.verdicts import grade
+from graders.formats.claude_code import runs_from_transcript
 from graders.formats.model import Run, Step
-from graders.formats.parsers import runs_from_traces, runs_from_transcript
+from graders.formats.parsers import runs_from_traces
 
 FIXTURE = "trace-grader.fixtures.json"
 

@@ -6,14 +6,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from graders.formats.claude_code import runs_from_transcript
+from graders.formats.copilot import runs_from_copilot_events
+from graders.formats.hooks import runs_from_audit
 from graders.formats.jsonl import decode
-from graders.formats.parsers import (
-    TraceFormatError,
-    runs_from_audit,
-    runs_from_copilot_events,
-    runs_from_traces,
-    runs_from_transcript,
-)
+from graders.formats.parsers import TraceFormatError, runs_from_traces
 
 
 def test_traces_three_shapes_and_fallbacks():

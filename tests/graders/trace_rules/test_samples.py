@@ -6,8 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
+from graders.formats.claude_code import runs_from_transcript
+from graders.formats.copilot import runs_from_copilot_events
 from graders.formats.jsonl import read_lines
-from graders.formats.parsers import runs_from_copilot_events, runs_from_transcript
 from pipeline import cmd_trace
 
 SAMPLES = Path(__file__).resolve().parents[2] / "data" / "trace_samples"

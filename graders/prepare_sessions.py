@@ -1,0 +1,122 @@
+"""A folder's session files → prepared runs (``fleetgrade run``), one per session, or a failure
+per file that no reader can read (it becomes a dead letter naming the file).
+
+A session's identity: workflow, run id and date from the file where it records them, else the
+workflow is the name of the folder holding the file and the run id the file's name; the date is
+the session's first timestamp, else a ``YYYY-MM-DD`` folder above it. Attempt 1 unless recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from graders.formats import SNIFF_BYTES, FormatError, Session, Source, read_file, sniff
+from graders.formats.claude_code import SUBAGENT_FILE
+from graders.formats.ghaw.preprocess import PreprocessReport
+from graders.prepare import PreparedRun
+from graders.runs.layout import DATE_DIR, layout_hints
+from graders.runs.runfiles import RunFiles
+from graders.runs.runmeta import (
+    MAX_REPOSITORY_CHARS,
+    MAX_RUN_ID_CHARS,
+    MAX_WORKFLOW_CHARS,
+    MetadataError,
+    check_name,
+    utc_date_of,
+)
+from schemas.documents import RunMeta
+
+
+@dataclass
+class NotASession:
+    """A ``.json`` document no reader recognises (a manifest, a `gh aw logs --json` summary): a
+    stray, as every other file outside a run; a ``.jsonl``/``.ndjson`` one is a failure instead."""
+
+    path: str
+
+
+@dataclass
+class SessionFailure:
+    """A session file that is not graded: where it is, why, and what its path says."""
+
+    path: str
+    error: Exception
+    workflow: str | None
+    date: str | None
+
+
+def _folder_workflow(hint: str) -> str | None:
+    """The nearest folder above a session file that is no date folder (``YYYY-MM-DD``, ``date=…``)."""
+    return next((p for p in reversed(hint.split("/")) if p and not DATE_DIR.match(p)), None)
+
+
+def session_meta(session: Session, file_rel: str, hint: str, display: str) -> RunMeta:
+    """The run identity of one session of the file ``file_rel`` (relative to its group folder,
+    whose path relative to the input is ``hint``)."""
+    stem = file_rel.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    from_file = session.run_id is not None and session.workflow is not None
+    workflow = session.workflow or _folder_workflow(hint) or session.kind
+    run_id = session.run_id or stem
+    if session.created_at is not None:
+        date = utc_date_of(session.created_at, display)
+    else:
+        found = layout_hints(f"{hint}/x" if hint else "x")[2]
+        if found is None:
+            raise MetadataError(f"{display}: cannot determine the session's date (no timestamp in the file "
+                                "and no YYYY-MM-DD folder above it)")
+        date = found
+    check_name(workflow, "workflow", MAX_WORKFLOW_CHARS, display)
+    check_name(run_id, "run id", MAX_RUN_ID_CHARS, display)
+    if session.repository is not None:
+        check_name(session.repository, "repository", MAX_REPOSITORY_CHARS, display)
+    return RunMeta(workflow=workflow, run_id=run_id, attempt=session.attempt or 1, date=date,
+                   created_at=session.created_at, repository=session.repository,
+                   metadata_source="file" if from_file else "layout", root=display)
+
+
+def _digest(parts: list[tuple[str, bytes]]) -> str:
+    h = hashlib.sha256()
+    for rel, data in parts:
+        h.update(f"{rel}\0{len(data)}\0{hashlib.sha256(data).hexdigest()}\n".encode())
+    return h.hexdigest()
+
+
+def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | SessionFailure | NotASession]:
+    """Every session of every file in ``files`` (one folder's session files)."""
+    root = files.root.rstrip("/")
+    names = sorted(files.sizes)
+    subagent = {rel for rel in names if SUBAGENT_FILE.match(rel) and f"{rel.split('/', 1)[0]}.jsonl" in names}
+    for rel in names:
+        if rel in subagent:
+            continue  # read with its session (claude_code.read_session)
+        display = f"{root}/{rel}"
+        folder_hint = "/".join(p for p in (hint, rel.rpartition("/")[0]) if p)
+        wf_hint, _, date_hint = layout_hints(f"{folder_hint}/x") if folder_hint else (None, None, None)
+        stem = rel.removesuffix(".jsonl")
+        own = [rel, *(r for r in sorted(subagent) if r.startswith(stem + "/"))]
+        # Each session file is an input of its own: its own read budget (bytes, time), not the folder's.
+        one = RunFiles(files.root, {r: files.sizes[r] for r in own}, files.open)
+        try:
+            data = one.read(rel)
+            if rel.endswith(".json") and sniff(rel, data[:SNIFF_BYTES]) is None:
+                yield NotASession(display)
+                continue
+            related = {r: one.read(r) for r in own[1:]}
+            sessions = read_file(Source(display, data, related))
+            digest = _digest([(rel, data), *related.items()])
+            prepared = []
+            for s in sessions:
+                meta = session_meta(s, rel, folder_hint, display)
+                report = PreprocessReport(sources={"session": rel}, warnings=list(s.warnings),
+                                          bytes_read=len(data) + sum(map(len, related.values())))
+                run = s.run(task=meta.workflow, run_id=meta.run_id)
+                prepared.append(PreparedRun(meta, s.trace(), report, digest, source_kind=s.kind, steps_run=run))
+            one.check_time(rel)
+        except (FormatError, MetadataError, ValueError, OSError, RecursionError, MemoryError) as exc:
+            yield SessionFailure(display, exc, _folder_workflow(folder_hint) or wf_hint, date_hint)
+            continue
+        finally:
+            files.bytes_read += one.bytes_read
+        yield from prepared
