@@ -9,8 +9,8 @@ from typing import Any
 from graders.formats.ghaw.toolcalls import is_tool_failure
 from graders.grading.registry import GraderContext, grader, per_run
 from graders.jsrt.jscompat import UNDEFINED, js_number_or_zero, js_string, js_stringify, js_truthy
-from graders.jsrt.lazyjson import JsonLines
-from graders.jsrt.lazylist import SafeInts, positions
+from graders.jsrt.lazyjson import field_column
+from graders.jsrt.lazylist import known_safe_ints, positions
 
 Trace = dict[str, Any]
 
@@ -150,7 +150,7 @@ def _counted_ints(raw: list[Any]) -> list[int] | None:
     """The column as the working-set grader counts it, when that needs no per-value test:
     ints and strings only (a string is never counted, so it reads as 0), every int within
     0..2**53 - 1. Otherwise None."""
-    if type(raw) is not SafeInts:
+    if not known_safe_ints(raw):
         kinds = set(map(type, raw))
         if not kinds <= {int, str}:
             return None
@@ -169,9 +169,7 @@ def _counted_ints(raw: list[Any]) -> list[int] | None:
 def working_set_rebuild_factor(trace: Trace, ctx: GraderContext) -> float | None:
     """Cumulative / peak of valid ``input_tokens``; null when the peak is 0."""
     entries = trace["tokenUsageEntries"]
-    # Preprocessing extracts the raw column as it parses; a trace read from JSON has none.
-    column = entries.columns.get("input_tokens") if isinstance(entries, JsonLines) else None
-    raw = column if column is not None else [e.get("input_tokens") if isinstance(e, dict) else None for e in entries]
+    raw = field_column(entries, "input_tokens")
     total = 0
     peak = 0
     ints = _counted_ints(raw)

@@ -12,7 +12,7 @@ compactly, and serialize as JSON arrays (``jscompat``, ``js_sandbox.payload_json
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -67,3 +67,13 @@ class JsonLines(LazyList):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (JsonLines, (self.items, self.columns))
+
+
+def field_column(records: Sequence[Any], name: str) -> list[Any]:
+    """``record.get(name)`` of every record (None for a non-record), in order: the column
+    preprocessing extracted while parsing when ``records`` carries one, else read record by
+    record. Graders ask for fields through this, never for how the records are stored."""
+    column = records.columns.get(name) if isinstance(records, JsonLines) else None
+    if column is not None:
+        return column
+    return [r.get(name) if isinstance(r, dict) else None for r in records]

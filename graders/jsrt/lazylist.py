@@ -72,6 +72,12 @@ class SafeInts(list[int]):
     __slots__ = ()
 
 
+def known_safe_ints(column: list[Any]) -> bool:
+    """The column is known to hold only ints within ±(2**53 - 1) (preprocessing checked them as
+    it parsed), so it may be summed and compared in C without testing each value."""
+    return type(column) is SafeInts
+
+
 class TokenSteps(LazyList):
     """The trace's ``steps``: ``{index, inputTokens, outputTokens, durationMs, model}`` per entry."""
 

@@ -14,7 +14,7 @@ from graders.formats.ghaw.preprocess import TOKEN_USAGE_PATHS, preprocess
 from graders.grading.registry import GraderContext
 from graders.jsrt.jscompat import js_number_or_zero, js_stringify, js_truthy
 from graders.jsrt.jsonio import JsonlStats, Parsed, iter_jsonl, parse_jsonl_items
-from graders.jsrt.lazyjson import JsonLines, load_item
+from graders.jsrt.lazyjson import JsonLines, field_column, load_item
 from graders.jsrt.lazylist import TokenSteps
 from graders.runs.runfiles import memory_run_files
 
@@ -111,6 +111,9 @@ def test_token_columns_match_the_record_by_record_reference(lines, copies):
     assert trace["steps"] == steps
     assert [trace["totalInputTokens"], trace["totalOutputTokens"], trace["totalDurationMs"]] == totals
     assert trace["totalRequests"] == len(entries)
+    # A field read through the extracted column is the field read record by record.
+    for name in ("input_tokens", "model", "x"):
+        assert field_column(trace["tokenUsageEntries"], name) == field_column(entries, name)
     # The working-set grader reads the extracted column; a plain-list trace gives the same.
     ctx = GraderContext(config=None, grader_count=1)
     plain = dict(trace, tokenUsageEntries=entries)
