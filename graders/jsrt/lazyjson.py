@@ -72,7 +72,8 @@ class JsonLines(LazyList):
 def field_column(records: Sequence[Any], name: str) -> list[Any]:
     """``record.get(name)`` of every record (None for a non-record), in order: the column
     preprocessing extracted while parsing when ``records`` carries one, else read record by
-    record. Graders ask for fields through this, never for how the records are stored."""
+    record. A column that is ``known_safe_ints`` reads an absent field as 0. Graders ask for
+    fields through this, never for how the records are stored."""
     column = records.columns.get(name) if isinstance(records, JsonLines) else None
     if column is not None:
         return column
