@@ -9,7 +9,7 @@ from typing import Any
 from graders.formats.ghaw.toolcalls import is_tool_failure
 from graders.grading.registry import GraderContext, grader, per_run
 from graders.jsrt.jscompat import UNDEFINED, js_number_or_zero, js_string, js_stringify, js_truthy
-from graders.jsrt.lazyjson import field_column
+from graders.jsrt.lazyjson import count_column
 from graders.jsrt.lazylist import known_safe_ints, positions
 
 Trace = dict[str, Any]
@@ -169,7 +169,7 @@ def _counted_ints(raw: list[Any]) -> list[int] | None:
 def working_set_rebuild_factor(trace: Trace, ctx: GraderContext) -> float | None:
     """Cumulative / peak of valid ``input_tokens``; null when the peak is 0."""
     entries = trace["tokenUsageEntries"]
-    raw = field_column(entries, "input_tokens")
+    raw = count_column(entries, "input_tokens")
     total = 0
     peak = 0
     ints = _counted_ints(raw)

@@ -69,11 +69,12 @@ class JsonLines(LazyList):
         return (JsonLines, (self.items, self.columns))
 
 
-def field_column(records: Sequence[Any], name: str) -> list[Any]:
-    """``record.get(name)`` of every record (None for a non-record), in order: the column
-    preprocessing extracted while parsing when ``records`` carries one, else read record by
-    record. A column that is ``known_safe_ints`` reads an absent field as 0. Graders ask for
-    fields through this, never for how the records are stored."""
+def count_column(records: Sequence[Any], name: str) -> list[Any]:
+    """The values of the count field ``name`` of every record (None for a non-record), in order:
+    the column preprocessing extracted while parsing when ``records`` carries one, else
+    ``record.get(name)``. An absent count may read as 0 or None: every reader of a count treats
+    them alike (``Number(undefined) || 0``). Graders ask for a count column through this, never
+    for how the records are stored."""
     column = records.columns.get(name) if isinstance(records, JsonLines) else None
     if column is not None:
         return column
