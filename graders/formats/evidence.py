@@ -39,6 +39,13 @@ AGENT_STDIO: Final = "agent-stdio.log"
 # The unified session: the conclusion job's merged projection first, then the agent's own copy.
 SESSION_FILES: Final = ("usage/aw_session.jsonl", "agent-session.jsonl")
 RPC_MESSAGES: Final = "mcp-logs/rpc-messages.jsonl"
+# Copilot CLI 0.0.4xx: no session events.jsonl; its model responses are in a debug log (docs/formats.md §1.4).
+AGENT_LOGS: Final = "sandbox/agent/logs"
+SESSION_STATE: Final = "sandbox/agent/logs/copilot-session-state"
+_DEBUG_LOG: Final = re.compile(r"process-[^/]*\.log")
+_DEBUG_DATA: Final = b"[DEBUG] data:"
+_LOG_LINE_START: Final = re.compile(rb"\d{4}-\d\d-\d\dT")
+MAX_DEBUG_BODY: Final = 4 * 1024 * 1024  # a larger body is skipped (counted), never held
 # `gh aw logs` flattens the safe-outputs-items artifact into the run root; `gh run download` does not.
 SAFE_OUTPUT_ERRORS: Final = ("safe-output-errors.json", "safe-outputs-items/safe-output-errors.json")
 # The agent's token usage: docs/reference/graders.md §5's sandbox candidates in its order, the usage artifact's
@@ -532,6 +539,51 @@ def _archived(files: RunFiles, reading: _Reading) -> tuple[str | None, tuple[Arc
     return rel, tuple(out)
 
 
+def _debug_bodies(files: RunFiles, rel: str, reading: _Reading) -> Iterator[Any]:
+    """The JSON bodies logged after ``[DEBUG] data:`` (they run over several lines, up to the next
+    timestamped line); a body that is not JSON, or too large, is counted and skipped."""
+    body: list[bytes] | None = None
+    size = 0
+    for raw in [*files.iter_lines(rel), b"0000-00-00T end"]:
+        if body is not None and _LOG_LINE_START.match(raw):
+            if size <= MAX_DEBUG_BODY:
+                try:
+                    yield parse_json(b"\n".join(body))
+                except (JsonError, UnicodeDecodeError, RecursionError):
+                    reading.malformed[rel] += 1
+            else:
+                reading.malformed[rel] += 1
+            body, size = None, 0
+        at = raw.find(_DEBUG_DATA)
+        if at >= 0 and _LOG_LINE_START.match(raw):
+            body, size = [raw[at + len(_DEBUG_DATA):]], len(raw)
+        elif body is not None:
+            size += len(raw)
+            if size <= MAX_DEBUG_BODY:
+                body.append(raw)
+
+
+def debug_log_tool_calls(files: RunFiles, reading: _Reading) -> list[tuple[str, int]]:
+    """(debug log, tool calls its logged model responses asked for) of a Copilot CLI run that has no
+    session ``events.jsonl``: the reference reads no tool call of such a run, so it is marked."""
+    if any(rel.endswith("/events.jsonl") for rel in files.under(SESSION_STATE)):
+        return []
+    found = []
+    for rel in sorted(files.under(AGENT_LOGS)):
+        if "/" in rel[len(AGENT_LOGS) + 1:] or not _DEBUG_LOG.fullmatch(rel.rsplit("/", 1)[1]):
+            continue
+        calls = 0
+        for body in _debug_bodies(files, rel, reading):
+            choices = body.get("choices") if isinstance(body, dict) else None
+            for choice in choices if isinstance(choices, list) else ():
+                message = choice.get("message") if isinstance(choice, dict) else None
+                tool_calls = message.get("tool_calls") if isinstance(message, dict) else None
+                calls += len(tool_calls) if isinstance(tool_calls, list) else 0
+        if calls:
+            found.append((rel, calls))
+    return found
+
+
 def evidence_warnings(evidence: RunEvidence) -> list[str]:
     """The run's warnings about its evidence: files with lines the observed layer could not read
     (the token-usage file's are already the preprocessor's warnings)."""
@@ -555,6 +607,9 @@ def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None) -> 
     safe_errors, safe_sources = _safe_output_errors(files, calls, session_file, session_safe_errors, reading)
     token_file, tokens = _token_records(files, reading)
     archived_file, archived = _archived(files, reading)
+    for rel, n in debug_log_tool_calls(files, reading):
+        reading.warnings.append(f"{rel}: {n} tool call(s) of this Copilot CLI run appear only in its debug log "
+                                "(no copilot-session-state events.jsonl); the tool-call graders see none of them")
     return RunEvidence(
         conclusions=tuple(conclusions),
         mcp_file=mcp_file,

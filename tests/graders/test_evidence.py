@@ -277,3 +277,37 @@ def test_pairing_is_invariant_to_interleaving_across_servers(logs, first, second
         return [*sorted((c.server, c.method, c.outcome, c.error) for c in calls), ("orphans", "", "", str(len(orphans)))]
 
     assert summary(first) == summary(second)
+
+
+# Copilot CLI 0.0.4xx debug log (docs/formats.md §1.4): timestamped lines, multi-line JSON bodies after
+# "[DEBUG] data:", model responses as chat completions. Synthetic, in the shape §1.4 describes.
+def _completion(n_calls: int) -> list[str]:
+    body = {"choices": [{"message": {"role": "assistant", "tool_calls": [
+        {"id": f"call_{i}", "type": "function", "function": {"name": "github-get_issue", "arguments": "{}"}}
+        for i in range(n_calls)]}}], "usage": {"prompt_tokens": 10}}
+    return json.dumps(body, indent=2).splitlines()
+
+
+DEBUG_LOG = "\n".join([
+    "2026-02-17T10:00:00.000Z [INFO] Starting Copilot CLI: 0.0.409",
+    "2026-02-17T10:00:01.000Z [DEBUG] Adding tool: github-get_issue",
+    "2026-02-17T10:00:02.000Z [DEBUG] data:", *_completion(2),
+    "2026-02-17T10:00:03.000Z [DEBUG] data: {not json",
+    "  still not json",
+    "2026-02-17T10:00:04.000Z [DEBUG] data:", *_completion(1),
+    "2026-02-17T10:00:05.000Z [DEBUG] data: {\"choices\": [{\"message\": {\"content\": \"done\"}}]}",
+]).encode()
+LOG = "sandbox/agent/logs/process-1739786400000-42.log"
+
+
+def test_a_copilot_run_whose_tool_calls_are_only_in_its_debug_log_is_marked():
+    evidence = read_evidence(memory_run_files({"agent_output.json": b"{}", LOG: DEBUG_LOG}))
+    [warning] = [w for w in evidence.warnings if w.startswith(LOG)]
+    assert "3 tool call(s)" in warning and "graders see none" in warning
+    assert dict(evidence.malformed)[LOG] == 1  # the body that is not JSON, counted
+
+
+def test_a_copilot_run_with_session_events_is_not_marked():
+    events = "sandbox/agent/logs/copilot-session-state/s1/events.jsonl"
+    evidence = read_evidence(memory_run_files({LOG: DEBUG_LOG, events: b"{}\n"}))
+    assert not [w for w in evidence.warnings if w.startswith(LOG)]
