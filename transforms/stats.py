@@ -304,8 +304,11 @@ class FleetStats(beam.PTransform):
             | "RunCells" >> beam.FlatMap(_run_cells)
             | "NewCells" >> beam.CombinePerKey(CellCombineFn())
         )
+        # Each side combined before the Flatten: the local runner materializes a Flatten's inputs.
         gone = (
-            (runs | "RunIdents" >> beam.Map(_run_idents), inputs["drops"] | "StatsDrops" >> beam.FlatMap(_drop))
+            (runs | "RunIdents" >> beam.Map(_run_idents) | "NewIdents" >> beam.CombinePerKey(IdentsCombineFn()),
+             inputs["drops"] | "StatsDrops" >> beam.FlatMap(_drop)
+             | "DroppedIdents" >> beam.CombinePerKey(IdentsCombineFn()))
             | "FlattenGone" >> beam.Flatten()
             | "GoneByPartition" >> beam.CombinePerKey(IdentsCombineFn())
         )
