@@ -15,7 +15,7 @@ recomputed, and only the partitions those windows span are read back.
    ``grader_results`` and ``trace_verdicts`` rows that survive (not in that set) are joined for
    the task and combined into cells there. No per-row record crosses a shuffle: only cells and
    identity sets, so the local runner, which holds a shuffle whole, does not hold the fleet.
-3. Daily cells: the new and stored partial cells merged (``CellMergeFn``); then per
+3. Daily cells: the new and stored partial cells of a day merged; then per
    (workflow, grader) the rolling windows and the regression test from the daily accumulators.
 4. q-values: Benjamini–Hochberg over this job's regression tests and the stored rows of the
    workflows not retested (their p-values are unchanged), so the family is every cell. When the
@@ -40,6 +40,7 @@ from graders.stats.cells import (
     CellAcc,
     Observation,
     RunCells,
+    merged,
     partition_observations,
     regression_row,
     stats_rows,
@@ -173,28 +174,6 @@ class IdentsCombineFn(beam.CombineFn):  # type: ignore[misc]
         return frozenset(accumulator)
 
 
-class CellMergeFn(beam.CombineFn):  # type: ignore[misc]
-    """Partial :class:`CellAcc` of one cell (this job's runs, a partition's stored rows) → one."""
-
-    def create_accumulator(self) -> CellAcc:
-        return CellAcc()
-
-    def add_input(self, mutable_accumulator: CellAcc, element: CellAcc) -> CellAcc:
-        return mutable_accumulator.merge(element)
-
-    def merge_accumulators(self, accumulators: Iterable[CellAcc]) -> CellAcc:
-        out = CellAcc()
-        for acc in accumulators:
-            out.merge(acc)
-        return out
-
-    def compact(self, accumulator: CellAcc) -> CellAcc:
-        return accumulator.compact()
-
-    def extract_output(self, accumulator: CellAcc) -> CellAcc:
-        return accumulator.compact()
-
-
 class _StoredCells(beam.DoFn):
     """A partition to read, with the identities this job replaces there → the cells of its
     surviving stored rows, ((workflow, grader, date), CellAcc) (this job's rows are combined apart)."""
@@ -238,7 +217,8 @@ def _stale_stats(plans: dict[str, dict[str, Any]], output: str) -> Iterator[tupl
 
 class _SeriesRows(beam.DoFn):
     """Daily accumulators of one (workflow, grader) → its recomputed ``grader_stats`` rows, and
-    its regression test (tagged ``tests``)."""
+    its regression test (tagged ``tests``). A day's new and stored partial cells are merged here
+    rather than by another combine: one in-memory copy of the fleet's cells fewer."""
 
     TESTS = "tests"
 
@@ -248,7 +228,10 @@ class _SeriesRows(beam.DoFn):
     def process(self, kv: tuple[tuple[str, str], Iterable[tuple[str, CellAcc]]],
                 plans: dict[str, dict[str, Any]]) -> Iterator[Any]:
         (wf, grader), days = kv
-        daily = dict(days)
+        parts: dict[str, list[CellAcc]] = {}
+        for date, acc in days:
+            parts.setdefault(date, []).append(acc)
+        daily = {date: merged(accs).compact() for date, accs in parts.items()}
         p = plans.get(wf)
         if p is None:
             return
@@ -325,13 +308,9 @@ class FleetStats(beam.PTransform):
             | "GroupByPartition" >> beam.GroupByKey()
             | "StoredCells" >> beam.ParDo(_StoredCells(output))
         )
-        daily = (
+        series = (
             (new_cells, stored_cells)
             | "FlattenCells" >> beam.Flatten()
-            | "DailyCells" >> beam.CombinePerKey(CellMergeFn())
-        )
-        series = (
-            daily
             | "KeyBySeries" >> beam.Map(lambda kv: ((kv[0][0], kv[0][1]), (kv[0][2], kv[1])))
             | "GroupBySeries" >> beam.GroupByKey()
             | "SeriesRows" >> beam.ParDo(_SeriesRows(window, baseline), beam.pvalue.AsSingleton(plans))

@@ -15,6 +15,7 @@ from graders.stats.cells import (
     CellAcc,
     Observation,
     RunCells,
+    merged,
     partition_observations,
     run_observations,
     stats_rows,
@@ -23,7 +24,7 @@ from graders.tables.parquet import encode_table
 from graders.tables.paths import partition_file
 from tests.helpers.beam import local_test_pipeline
 from tests.helpers.combiners import assert_combiner_equivalent
-from transforms.stats import CellCombineFn, CellMergeFn, FleetStats, IdentsCombineFn, plan
+from transforms.stats import CellCombineFn, FleetStats, IdentsCombineFn, plan
 
 OBS = st.builds(
     Observation,
@@ -130,11 +131,12 @@ def test_identity_combiner_plans_agree(sets: list[frozenset[tuple[str, int]]]) -
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(OBS, max_size=6), max_size=8))
-def test_cell_merge_combiner_plans_agree(batches: list[list[Observation]]) -> None:
+def test_partial_cells_merge_into_the_cell_of_all(batches: list[list[Observation]]) -> None:
     # Partial cells (a bundle's lifted combine, a stored partition's) merge into the cell of all.
     partials = [assert_combiner_equivalent(CellCombineFn(), b) for b in batches]
     whole = assert_combiner_equivalent(CellCombineFn(), [o for b in batches for o in b])
-    assert assert_combiner_equivalent(CellMergeFn(), partials) == whole
+    assert merged(partials).compact() == whole
+    assert merged(reversed(partials)).compact() == whole
 
 
 RUN = st.fixed_dictionaries({
