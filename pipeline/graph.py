@@ -49,7 +49,7 @@ def build(
     dead_states = {"prepare": prepared["dead_state"], "duplicate": found["dead_state"]}
     tracked = {"graded": prepared["runs"], "dead": dead_states} | "TrackState" >> TrackState(plans, cfg)
     reliability = {"verdicts": graded["trace_verdicts"], "kept": kept} | "TraceVerdicts" >> TraceVerdicts(output)
-    stats = {"grader_results": graded["grader_results"], "trace_verdicts": graded["trace_verdicts"],
+    stats = {"observations": graded["stats"],
              "drops": tracked["drops"]} | "Stats" >> FleetStats(output, regression_window, regression_baseline)
     tables = {
         "grader_results": graded["grader_results"],

@@ -16,14 +16,16 @@ from graders.grading.plan import PlanSet
 from graders.grading.registry import sandboxed_families
 from graders.one_run import RunGrader, close_executors, failure_text, grade_failure_row, open_executors
 from graders.prepare import PreparedRun
+from graders.stats.cells import run_observations
 
 SANDBOX_MIN_RAM = "4GB"
-RUNS, VERDICTS, DEAD, DRIFT = "runs", "trace_verdicts", "dead_letter", "grader_drift"  # GradeRun's side outputs
+RUNS, VERDICTS, DEAD, DRIFT, STATS = "runs", "trace_verdicts", "dead_letter", "grader_drift", "stats"  # side outputs
 
 
 class GradeRun(beam.DoFn):
     """PreparedRun → its ``grader_results`` rows, and tagged: its whole ``runs`` row, its
-    ``trace_verdicts`` row, or its dead letter. Sandboxes live per worker, made in ``setup``."""
+    ``trace_verdicts`` row, or its dead letter, and its statistics observations (``stats``,
+    graders/stats/cells.run_observations). Sandboxes live per worker, made in ``setup``."""
 
     def __init__(self, plans: PlanSet, rules: TraceConfig) -> None:
         self.plans, self.rules = plans, rules
@@ -47,6 +49,10 @@ class GradeRun(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(tag, row)
         for row in grades.grader_drift:
             yield beam.pvalue.TaggedOutput(DRIFT, row)
+        # The run's rows are all here, so FleetStats needs no per-run join behind a shuffle.
+        verdicts = [grades.trace_verdict] if grades.trace_verdict is not None else []
+        for cells in run_observations(grades.grader_results, verdicts):
+            yield beam.pvalue.TaggedOutput(STATS, cells)
 
     def teardown(self) -> None:
         close_executors(self.executors)
@@ -59,7 +65,8 @@ def failure_row(bad: tuple[Any, Any]) -> dict[str, Any]:
 
 
 class Grade(beam.PTransform):
-    """PreparedRun → {"grader_results", "runs", "trace_verdicts", "grader_drift", "dead_letter", "crashed"} rows.
+    """PreparedRun → {"grader_results", "runs", "trace_verdicts", "grader_drift", "dead_letter", "crashed"}
+    rows, and "stats": each run's observations for FleetStats.
 
     A run's rows all leave its one grading call, the ``runs`` row whole, so nothing is joined per
     run downstream. "crashed" holds the dead letters of runs the step itself failed on (the core
@@ -73,11 +80,12 @@ class Grade(beam.PTransform):
     def expand(self, prepared: beam.PCollection) -> dict[str, beam.PCollection]:
         row = typehints.Dict[str, typehints.Any]
         grade: Any = beam.ParDo(GradeRun(self.plans, self.rules)).with_output_types(
-            row, **{RUNS: row, VERDICTS: row, DEAD: row, DRIFT: row})
+            row, **{RUNS: row, VERDICTS: row, DEAD: row, DRIFT: row, STATS: typehints.Any})
         # Distributed runners only: a V8 helper or bubblewrap evaluators per worker need headroom.
         if self.resource_hints and set(self.plans.families()) & set(sandboxed_families()):
             grade = grade.with_resource_hints(min_ram=SANDBOX_MIN_RAM)
-        graded = prepared | "GradeRun" >> grade.with_outputs(RUNS, VERDICTS, DEAD, DRIFT, main="rows").with_exception_handling()
+        graded = prepared | "GradeRun" >> grade.with_outputs(
+            RUNS, VERDICTS, DEAD, DRIFT, STATS, main="rows").with_exception_handling()
         return {"grader_results": graded["rows"], "runs": graded[RUNS], "trace_verdicts": graded[VERDICTS],
-                "grader_drift": graded[DRIFT],
-                "dead_letter": graded[DEAD], "crashed": graded["bad"] | "CrashRows" >> beam.Map(failure_row)}
+                "grader_drift": graded[DRIFT], "dead_letter": graded[DEAD], "stats": graded[STATS],
+                "crashed": graded["bad"] | "CrashRows" >> beam.Map(failure_row)}

@@ -7,10 +7,15 @@ recomputed, and only the partitions those windows span are read back.
    ``grader_results`` partitions give, per workflow, the window end dates to recompute (touched
    date d → every date with values in [d, d + 27]), whether its regression cell (the latest
    date L: [L − 34, L]) must be retested, and the partitions those windows span.
-2. *Observations*: per partition, the stored ``grader_results`` and ``trace_verdicts`` rows that
-   survive (not regraded, not dropped) plus this job's new rows, joined on (run, attempt) for
-   the task (graders.stats.cells.partition_observations).
-3. Daily cells: ``CombinePerKey(CellCombineFn)`` keyed by (workflow, grader, date); then per
+2. *Observations*: this job's runs arrive as observations (the Grade step joins a run's
+   ``grader_results`` rows with its ``trace_verdicts`` task, graders.stats.cells.run_observations)
+   and are combined into daily cells, ``CombinePerKey(CellCombineFn)`` keyed by (workflow,
+   grader, date), lifted before the shuffle; the (run, attempt) identities they replace, and the
+   dropped ones, are combined into one set per partition. Per partition to read, the stored
+   ``grader_results`` and ``trace_verdicts`` rows that survive (not in that set) are joined for
+   the task and combined into cells there. No per-row record crosses a shuffle: only cells and
+   identity sets, so the local runner, which holds a shuffle whole, does not hold the fleet.
+3. Daily cells: the new and stored partial cells of a day merged; then per
    (workflow, grader) the rolling windows and the regression test from the daily accumulators.
 4. q-values: Benjamini–Hochberg over this job's regression tests and the stored rows of the
    workflows not retested (their p-values are unchanged), so the family is every cell. When the
@@ -34,6 +39,8 @@ from graders.stats.cells import (
     WINDOWS,
     CellAcc,
     Observation,
+    RunCells,
+    merged,
     partition_observations,
     regression_row,
     stats_rows,
@@ -131,45 +138,65 @@ def _between(dates: list[int], lo: int, hi: int) -> list[int]:
     return dates[bisect.bisect_left(dates, lo):bisect.bisect_right(dates, hi)]
 
 
-def _slim_result(row: dict[str, Any]) -> tuple[Partition, tuple[str, dict[str, Any]]]:
-    keep = ("run_id", "attempt", "grader_id", "value", "passed", "status", "direction", "unit")
-    return (row["workflow"], row["date"]), ("g", {k: row.get(k) for k in keep})
+def _run_idents(cells: RunCells) -> tuple[Partition, frozenset[tuple[Any, ...]]]:
+    part, idents, _ = cells
+    return part, frozenset(idents)
 
 
-def _slim_verdict(row: dict[str, Any]) -> tuple[Partition, tuple[str, dict[str, Any]]]:
-    keep = ("run_id", "attempt", "task", "delivered")
-    return (row["workflow"], row["date"]), ("v", {k: row.get(k) for k in keep})
+def _run_cells(cells: RunCells) -> Iterator[tuple[tuple[str, str, str], Observation]]:
+    (wf, date), _, observations = cells
+    for grader, obs in observations:
+        yield (wf, grader, date), obs
 
 
-def _drop(drop: tuple[str, str | None, str | None, tuple[Any, ...]]) -> Iterator[tuple[Partition, tuple[str, Any]]]:
+def _drop(drop: tuple[str, str | None, str | None, tuple[Any, ...]]) -> Iterator[tuple[Partition, frozenset[Any]]]:
     table, wf, date, ident = drop
     if table in STATS_TABLES and wf is not None and date is not None:
-        yield (wf, date), ("x", tuple(ident))
+        yield (wf, date), frozenset([tuple(ident)])
 
 
-class _PartitionObservations(beam.DoFn):
-    """A partition's surviving stored rows plus its new rows → ((workflow, grader, date), obs)."""
+class IdentsCombineFn(beam.CombineFn):  # type: ignore[misc]
+    """Sets of (run_id, attempt) of one partition → their union: the stored rows this job
+    replaces or drops there. One small tuple per run crosses the shuffle, combined per bundle."""
+
+    def create_accumulator(self) -> set[tuple[Any, ...]]:
+        return set()
+
+    def add_input(self, mutable_accumulator: set[tuple[Any, ...]], element: frozenset[tuple[Any, ...]]
+                  ) -> set[tuple[Any, ...]]:
+        mutable_accumulator |= element
+        return mutable_accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[set[tuple[Any, ...]]]) -> set[tuple[Any, ...]]:
+        return set().union(*accumulators)
+
+    def extract_output(self, accumulator: set[tuple[Any, ...]]) -> frozenset[tuple[Any, ...]]:
+        return frozenset(accumulator)
+
+
+class _StoredCells(beam.DoFn):
+    """A partition to read, with the identities this job replaces there → the cells of its
+    surviving stored rows, ((workflow, grader, date), CellAcc) (this job's rows are combined apart)."""
 
     def __init__(self, output: str) -> None:
         self.output = output
 
     def process(self, kv: tuple[Partition, Iterable[tuple[str, Any]]]) -> Iterator[Any]:
         (wf, date), items = kv
-        new: dict[str, list[dict[str, Any]]] = {"g": [], "v": []}
         gone: set[tuple[Any, ...]] = set()
         for tag, payload in items:
-            if tag in new:
-                new[tag].append(payload)
-                gone.add((payload.get("run_id"), payload.get("attempt")))
-            elif tag == "x":
-                gone.add(payload)
+            if tag == "x":
+                gone |= payload
         rows: dict[str, list[dict[str, Any]]] = {}
-        for table, tag in (("grader_results", "g"), ("trace_verdicts", "v")):
+        for table in STATS_TABLES:
             data = read_if_exists(join(self.output, partition_file(table, wf, date)))
             stored = decode_table(table, data) if data is not None else []
-            rows[tag] = [r for r in stored if (r.get("run_id"), r.get("attempt")) not in gone] + new[tag]
-        for grader, obs in partition_observations(wf, rows["g"], rows["v"]):
-            yield (wf, grader, date), obs
+            rows[table] = [r for r in stored if (r.get("run_id"), r.get("attempt")) not in gone]
+        cells: dict[str, CellAcc] = {}
+        for grader, obs in partition_observations(wf, rows["grader_results"], rows["trace_verdicts"]):
+            cells.setdefault(grader, CellAcc()).add(obs)
+        for grader, acc in cells.items():
+            yield (wf, grader, date), acc.compact()
 
 
 def _keyed_requests(plans: dict[str, dict[str, Any]]) -> Iterator[tuple[Partition, tuple[str, None]]]:
@@ -190,7 +217,8 @@ def _stale_stats(plans: dict[str, dict[str, Any]], output: str) -> Iterator[tupl
 
 class _SeriesRows(beam.DoFn):
     """Daily accumulators of one (workflow, grader) → its recomputed ``grader_stats`` rows, and
-    its regression test (tagged ``tests``)."""
+    its regression test (tagged ``tests``). A day's new and stored partial cells are merged here
+    rather than by another combine: one in-memory copy of the fleet's cells fewer."""
 
     TESTS = "tests"
 
@@ -200,7 +228,10 @@ class _SeriesRows(beam.DoFn):
     def process(self, kv: tuple[tuple[str, str], Iterable[tuple[str, CellAcc]]],
                 plans: dict[str, dict[str, Any]]) -> Iterator[Any]:
         (wf, grader), days = kv
-        daily = dict(days)
+        parts: dict[str, list[CellAcc]] = {}
+        for date, acc in days:
+            parts.setdefault(date, []).append(acc)
+        daily = {date: merged(accs).compact() for date, accs in parts.items()}
         p = plans.get(wf)
         if p is None:
             return
@@ -238,7 +269,8 @@ def _all_regressions(_: Any, tests: list[dict[str, Any]], plans: dict[str, dict[
 
 
 class FleetStats(beam.PTransform):
-    """{grader_results, trace_verdicts: this job's rows; drops: (table, workflow, date, identity)}
+    """{observations: this job's runs (graders.stats.cells.run_observations of their
+    grader_results and trace_verdicts rows); drops: (table, workflow, date, identity)}
     → {grader_stats, regressions: rows; drops: the stored grader_stats rows being recomputed}."""
 
     def __init__(self, output: str, window: int = DEFAULT_WINDOW, baseline: int = DEFAULT_BASELINE) -> None:
@@ -246,35 +278,39 @@ class FleetStats(beam.PTransform):
         self.output, self.window, self.baseline = output, window, baseline
 
     def expand(self, inputs: dict[str, Any]) -> dict[str, beam.PCollection]:
-        results = inputs["grader_results"]  # one collection, or one per grader family
-        parts = results if isinstance(results, dict) else {"all": results}
-        # Slimmed before they are flattened: the local runner materializes a Flatten.
-        new = (
-            *(part | f"SlimResults[{name}]" >> beam.Map(_slim_result) for name, part in sorted(parts.items())),
-            inputs["trace_verdicts"] | "SlimVerdicts" >> beam.Map(_slim_verdict),
-            inputs["drops"] | "StatsDrops" >> beam.FlatMap(_drop),
-        ) | "FlattenNew" >> beam.Flatten()
-        touched = (
-            new
-            | "TouchedKeys" >> beam.Keys()
-            | "DistinctTouched" >> beam.Distinct()
-        )
+        runs = inputs["observations"]  # graders.stats.cells.RunCells, one per run and partition
         output, window, baseline = self.output, self.window, self.baseline
+        # Per-run records never cross a shuffle: observations are combined into daily cells,
+        # and the replaced identities into one set per partition, each lifted before the shuffle.
+        new_cells = (
+            runs
+            | "RunCells" >> beam.FlatMap(_run_cells)
+            | "NewCells" >> beam.CombinePerKey(CellCombineFn())
+        )
+        # Each side combined before the Flatten: the local runner materializes a Flatten's inputs.
+        gone = (
+            (runs | "RunIdents" >> beam.Map(_run_idents) | "NewIdents" >> beam.CombinePerKey(IdentsCombineFn()),
+             inputs["drops"] | "StatsDrops" >> beam.FlatMap(_drop)
+             | "DroppedIdents" >> beam.CombinePerKey(IdentsCombineFn()))
+            | "FlattenGone" >> beam.Flatten()
+            | "GoneByPartition" >> beam.CombinePerKey(IdentsCombineFn())
+        )
+        touched = gone | "Touched" >> beam.Keys()
         plans = (
             touched.pipeline
             | "PlanTrigger" >> beam.Create([None])
             | "Plan" >> beam.Map(_plan_all, beam.pvalue.AsList(touched), output, window, baseline)
         )
         requests = plans | "ReadRequests" >> beam.FlatMap(_keyed_requests)
-        daily = (
-            (new, requests)
+        stored_cells = (
+            (gone | "TagGone" >> beam.MapTuple(lambda part, ids: (part, ("x", ids))), requests)
             | "FlattenRequests" >> beam.Flatten()
             | "GroupByPartition" >> beam.GroupByKey()
-            | "Observations" >> beam.ParDo(_PartitionObservations(output))
-            | "DailyCells" >> beam.CombinePerKey(CellCombineFn())
+            | "StoredCells" >> beam.ParDo(_StoredCells(output))
         )
         series = (
-            daily
+            (new_cells, stored_cells)
+            | "FlattenCells" >> beam.Flatten()
             | "KeyBySeries" >> beam.Map(lambda kv: ((kv[0][0], kv[0][1]), (kv[0][2], kv[1])))
             | "GroupBySeries" >> beam.GroupByKey()
             | "SeriesRows" >> beam.ParDo(_SeriesRows(window, baseline), beam.pvalue.AsSingleton(plans))

@@ -311,6 +311,26 @@ def partition_observations(
     return out
 
 
+RunCells = tuple[tuple[str, str], tuple[tuple[Any, Any], ...], list[tuple[str, Observation]]]
+
+
+def run_observations(grader_rows: Iterable[Mapping[str, Any]], verdict_rows: Iterable[Mapping[str, Any]]
+                     ) -> list[RunCells]:
+    """One graded run's rows → per (workflow, date) partition they fall in: the (run_id, attempt)
+    identities they replace and their observations, as :func:`partition_observations` gives them
+    for the partition. Computed where the run is graded, so the statistics combine observations
+    into cells before any shuffle and no per-row record crosses one."""
+    by_part: dict[tuple[str, str], tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]] = {}
+    for i, rows in enumerate((grader_rows, verdict_rows)):
+        for r in rows:
+            by_part.setdefault((r["workflow"], r["date"]), ([], []))[i].append(r)
+    out = []
+    for (wf, date), (g, v) in sorted(by_part.items()):
+        idents = tuple(sorted({(r.get("run_id"), r.get("attempt")) for r in (*g, *v)}, key=repr))
+        out.append(((wf, date), idents, partition_observations(wf, g, v)))
+    return out
+
+
 def shift(date: str, days: int) -> str:
     return (dt.date.fromisoformat(date) + dt.timedelta(days=days)).isoformat()
 

@@ -7,6 +7,8 @@ every such plan; :func:`assert_combiner_equivalent` runs the plans and compares.
 
 from __future__ import annotations
 
+import itertools
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,8 +22,26 @@ def _sequential(fn: beam.CombineFn, inputs: Sequence[Any]) -> Any:
     return fn.extract_output(acc)
 
 
+def _split_batches(fn: beam.CombineFn, inputs: Sequence[Any], rng: random.Random) -> Any:
+    """Bundles of random sizes, each accumulated and compacted (a lifted combine's partials),
+    then merged."""
+    cuts = sorted(rng.sample(range(1, len(inputs)), min(3, max(0, len(inputs) - 1))))
+    bounds = [0, *cuts, len(inputs)]
+    partials = []
+    for lo, hi in itertools.pairwise(bounds):
+        acc = fn.create_accumulator()
+        for x in inputs[lo:hi]:
+            acc = fn.add_input(acc, x)
+        partials.append(fn.compact(acc))
+    return fn.extract_output(fn.merge_accumulators(partials))
+
+
 def assert_combiner_equivalent(fn: beam.CombineFn, inputs: Sequence[Any]) -> Any:
-    """Assert every accumulation plan gives one output; return it."""
+    """Assert every accumulation plan gives one output (one batch, split batches merged,
+    shuffled order, ...); return it."""
+    rng = random.Random(len(inputs))  # reproducible for a given input
+    shuffled = list(inputs)
+    rng.shuffle(shuffled)
     fn.setup()
     try:
         per_input = [fn.add_input(fn.create_accumulator(), x) for x in inputs]
@@ -35,6 +55,9 @@ def assert_combiner_equivalent(fn: beam.CombineFn, inputs: Sequence[Any]) -> Any
             "reversed order, nested merges": fn.extract_output(
                 fn.merge_accumulators([*reversed(pairs), fn.create_accumulator()])
             ),
+            "split batches, compacted, merged": _split_batches(fn, inputs, rng),
+            "shuffled order": _sequential(fn, shuffled),
+            "shuffled order, split batches": _split_batches(fn, shuffled, rng),
         }
     finally:
         fn.teardown()

@@ -10,10 +10,21 @@ from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graders.stats.cells import DELIVERED, Observation, stats_rows
+from graders.stats.cells import (
+    DELIVERED,
+    CellAcc,
+    Observation,
+    RunCells,
+    merged,
+    partition_observations,
+    run_observations,
+    stats_rows,
+)
+from graders.tables.parquet import encode_table
+from graders.tables.paths import partition_file
 from tests.helpers.beam import local_test_pipeline
 from tests.helpers.combiners import assert_combiner_equivalent
-from transforms.stats import CellCombineFn, FleetStats, plan
+from transforms.stats import CellCombineFn, FleetStats, IdentsCombineFn, plan
 
 OBS = st.builds(
     Observation,
@@ -67,13 +78,20 @@ def _verdict(run: int, date: str, task: str) -> dict[str, Any]:
     return {"workflow": "wf", "date": date, "run_id": str(run), "attempt": 1, "task": task, "delivered": True}
 
 
+def _runs(results: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> list[RunCells]:
+    """The Grade step's ``stats`` output: each run's rows through run_observations."""
+    ids = sorted({(r["run_id"], r["attempt"]) for r in (*results, *verdicts)})
+    return [cells for run in ids for cells in run_observations(
+        [r for r in results if (r["run_id"], r["attempt"]) == run],
+        [v for v in verdicts if (v["run_id"], v["attempt"]) == run])]
+
+
 def test_fleet_stats_on_an_empty_output(tmp_path: Path) -> None:
     results = [_result(i, "2026-11-01", i / 10) for i in range(6)]
     verdicts = [_verdict(i, "2026-11-01", f"wf#{i % 3}") for i in range(6)]
     with local_test_pipeline() as p:
         out = {
-            "grader_results": p | "R" >> beam.Create(results),
-            "trace_verdicts": p | "V" >> beam.Create(verdicts),
+            "observations": p | "R" >> beam.Create(_runs(results, verdicts)),
             "drops": p | "D" >> beam.Create([]),
         } | FleetStats(str(tmp_path))
         summary = out["grader_stats"] | beam.Map(lambda r: (r["grader_id"], r["window_days"], r["n"], r["n_tasks"],
@@ -100,3 +118,81 @@ def test_plan_retests_every_workflow_when_the_stored_windows_differ() -> None:
     assert p["wf"]["latest"] == "2026-11-30"
     old = plan([("wf", "2026-09-01")], [("wf", "2026-09-01"), ("wf", "2026-11-30")], 7, 28, retest_all=True)
     assert old["wf"]["latest"] == "2026-11-30" and old["wf"]["read"] == ["2026-09-01", "2026-11-30"]
+
+
+IDENTS = st.frozensets(st.tuples(st.sampled_from(["1", "2", "3"]), st.integers(1, 2)), max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(IDENTS, max_size=12))
+def test_identity_combiner_plans_agree(sets: list[frozenset[tuple[str, int]]]) -> None:
+    assert assert_combiner_equivalent(IdentsCombineFn(), sets) == frozenset().union(*sets)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(OBS, max_size=6), max_size=8))
+def test_partial_cells_merge_into_the_cell_of_all(batches: list[list[Observation]]) -> None:
+    # Partial cells (a bundle's lifted combine, a stored partition's) merge into the cell of all.
+    partials = [assert_combiner_equivalent(CellCombineFn(), b) for b in batches]
+    whole = assert_combiner_equivalent(CellCombineFn(), [o for b in batches for o in b])
+    assert merged(partials).compact() == whole
+    assert merged(reversed(partials)).compact() == whole
+
+
+RUN = st.fixed_dictionaries({
+    "grader_id": st.sampled_from(["g", "h"]), "value": st.one_of(st.none(), st.floats(0, 1)),
+    "status": st.sampled_from(["pass", "fail", "unavailable"]), "passed": st.one_of(st.none(), st.booleans())})
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.lists(RUN, max_size=3), st.one_of(st.none(), st.sampled_from(["wf", "wf#1", "wf#2"])),
+                          st.one_of(st.none(), st.booleans())), max_size=6))
+def test_run_observations_are_the_partitions_split_by_run(
+        runs: list[tuple[list[dict[str, Any]], str | None, bool | None]]) -> None:
+    """Observations made per run, where it is graded, are the partition's (joined on the task
+    over all its rows), so combining them per run gives the cells the whole partition gives."""
+    results, verdicts = [], []
+    for i, (rows, task, delivered) in enumerate(runs):
+        results += [{**r, "workflow": "wf", "date": "2026-11-01", "run_id": str(i), "attempt": 1} for r in rows]
+        if task is not None:
+            verdicts.append({"workflow": "wf", "date": "2026-11-01", "run_id": str(i), "attempt": 1, "task": task,
+                             "delivered": delivered})
+    whole: dict[str, CellAcc] = {}
+    for grader, obs in partition_observations("wf", results, verdicts):
+        whole.setdefault(grader, CellAcc()).add(obs)
+    split: dict[str, CellAcc] = {}
+    for (part, idents, observations) in _runs(results, verdicts):
+        assert part == ("wf", "2026-11-01") and len(idents) == 1
+        for grader, obs in observations:
+            split.setdefault(grader, CellAcc()).add(obs)
+    assert {g: a.compact() for g, a in split.items()} == {g: a.compact() for g, a in whole.items()}
+
+
+def test_fleet_stats_replaces_regraded_and_dropped_runs_of_a_stored_partition(tmp_path: Path) -> None:
+    """Stored runs 0–5; this job regrades run 1, drops run 2 and adds run 6: the cell is the
+    stored survivors (0, 3, 4, 5) plus the new runs (1, 6), as computed from those rows directly."""
+    day = "2026-11-01"
+    stored = [_result(i, day, i / 10) for i in range(6)]
+    stored_verdicts = [_verdict(i, day, f"wf#{i % 3}") for i in range(6)]
+    for table, rows in (("grader_results", stored), ("trace_verdicts", stored_verdicts)):
+        path = tmp_path / partition_file(table, "wf", day)
+        path.parent.mkdir(parents=True)
+        path.write_bytes(encode_table(table, rows, "wf"))
+    new = [_result(1, day, 0.9), _result(6, day, 0.7)]
+    new_verdicts = [_verdict(1, day, "wf#1"), _verdict(6, day, "wf#0")]
+    drops = [(t, "wf", day, ("2", 1)) for t in ("grader_results", "trace_verdicts", "runs")]
+    kept = [r for r in stored if r["run_id"] not in ("1", "2")] + new
+    kept_verdicts = [v for v in stored_verdicts if v["run_id"] not in ("1", "2")] + new_verdicts
+    cells: dict[str, CellAcc] = {}
+    for grader, obs in partition_observations("wf", kept, kept_verdicts):
+        cells.setdefault(grader, CellAcc()).add(obs)
+    expected = [row for g, acc in cells.items() for row in stats_rows("wf", g, {day: acc.compact()}, [day])]
+    with local_test_pipeline() as p:
+        out = {
+            "observations": p | "R" >> beam.Create(_runs(new, new_verdicts)),
+            "drops": p | "D" >> beam.Create(drops),
+        } | FleetStats(str(tmp_path))
+        rows = out["grader_stats"] | beam.Map(lambda r: {k: v for k, v in r.items() if k != "fleetgrade_version"})
+        assert_that(rows, equal_to(expected), label="stats")
+        ns = out["grader_stats"] | beam.Map(lambda r: (r["grader_id"], r["window_days"], r["n"]))
+        assert_that(ns, equal_to([(g, w, 6) for g in ("g", DELIVERED) for w in (1, 7, 28)]), label="n")
