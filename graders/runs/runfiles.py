@@ -47,12 +47,17 @@ def _gib(n: int) -> str:
     return f"{n / (1 << 30):g} GiB" if n >= 1 << 30 else f"{n} bytes"
 
 
+def check_file_count(root: str, count: int) -> None:
+    """Refuse a run folder listing more than ``MAX_RUN_FILES`` entries."""
+    if count > MAX_RUN_FILES:
+        raise RunOverBudget(f"{root}: run folder holds more than {MAX_RUN_FILES} files; not read")
+
+
 def bounded_listing(root: str, listing: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """A run's listing as a list, refused once it passes ``MAX_RUN_FILES`` entries (before the
     rest of it is listed, or held)."""
     entries = list(itertools.islice(listing, MAX_RUN_FILES + 1))
-    if len(entries) > MAX_RUN_FILES:
-        raise RunOverBudget(f"{root}: run folder holds more than {MAX_RUN_FILES} files; not read")
+    check_file_count(root, len(entries))
     return entries
 
 
@@ -72,8 +77,7 @@ class RunFiles:
     ) -> None:
         self.root = root
         self.started = clock()  # the run's time budget counts from here
-        if len(sizes) > MAX_RUN_FILES:
-            raise RunOverBudget(f"{root}: run folder holds more than {MAX_RUN_FILES} files; not read")
+        check_file_count(root, len(sizes))
         # Artifact-root path -> listed path: the one place a download's layout is undone.
         self.listed = artifact_root_paths(sizes)
         self.sizes = {rel: sizes[src] for rel, src in self.listed.items()}
