@@ -9,13 +9,14 @@ recomputed, and only the partitions those windows span are read back.
    date L: [L − 34, L]) must be retested, and the partitions those windows span.
 2. *Observations*: this job's runs arrive as observations (the Grade step joins a run's
    ``grader_results`` rows with its ``trace_verdicts`` task, graders.stats.cells.run_observations)
-   and are combined into daily cells, ``CombinePerKey(CellCombineFn)`` keyed by (workflow,
-   grader, date), lifted before the shuffle; the (run, attempt) identities they replace, and the
-   dropped ones, are combined into one set per partition. Per partition to read, the stored
-   ``grader_results`` and ``trace_verdicts`` rows that survive (not in that set) are joined for
-   the task and combined into cells there. No per-row record crosses a shuffle: only cells and
-   identity sets, so the local runner, which holds a shuffle whole, does not hold the fleet.
-3. Daily cells: the new and stored partial cells of a day merged; then per
+   and are combined where they are graded into partial daily cells keyed by (workflow, grader,
+   date), flushed to the shuffle whenever a bundle holds :data:`FLUSH_VALUES` of them
+   (:class:`CombineInBundle`); the (run, attempt) identities they replace, and the dropped
+   ones, the same way per partition. Per partition to read, the stored ``grader_results`` and
+   ``trace_verdicts`` rows that survive (not in those sets) are joined for the task and combined
+   into cells there. No per-row record crosses a shuffle, and no step holds more than a
+   bounded share of the fleet's cells: only the runner's shuffle holds them all (compactly).
+3. Daily cells: per (workflow, grader), the new and stored partial cells of each day merged; then
    (workflow, grader) the rolling windows and the regression test from the daily accumulators.
 4. q-values: Benjamini–Hochberg over this job's regression tests and the stored rows of the
    workflows not retested (their p-values are unchanged), so the family is every cell. When the
@@ -32,6 +33,7 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindows
 
 from graders.stats.cells import (
     DEFAULT_BASELINE,
@@ -54,6 +56,9 @@ from transforms.incremental import read_table_rows
 
 Partition = tuple[str, str]  # (workflow, date)
 STATS_TABLES = ("grader_results", "trace_verdicts")
+# Inputs a bundle combines before its partials go to the shuffle: ~1 MiB of cells, a few
+# flushes per 10k runs (each flush adds one partial per cell it holds, merged downstream).
+FLUSH_VALUES = 50_000
 
 
 class CellCombineFn(beam.CombineFn):  # type: ignore[misc]
@@ -78,6 +83,44 @@ class CellCombineFn(beam.CombineFn):  # type: ignore[misc]
 
     def extract_output(self, accumulator: CellAcc) -> CellAcc:
         return accumulator.compact()
+
+
+class CombineInBundle(beam.DoFn):  # type: ignore[misc]
+    """(key, input) → (key, compacted accumulator of ``fn``): a bundle's inputs combined per key,
+    flushed whenever ``budget`` inputs are held, so a worker holds at most a budget's worth
+    whatever the fleet. Beam's lifted combine bounds its table by keys (100,000), not size, and
+    held a whole first run's cells; the consumer merges the partials a key gets."""
+
+    def __init__(self, fn: beam.CombineFn, budget: int = FLUSH_VALUES) -> None:
+        self.fn, self.budget = fn, budget
+        self._table: dict[Any, Any] = {}
+        self._held = 0
+
+    def setup(self) -> None:
+        self.fn.setup()
+
+    def teardown(self) -> None:
+        self.fn.teardown()
+
+    def start_bundle(self) -> None:
+        self._table, self._held = {}, 0
+
+    def process(self, kv: tuple[Any, Any]) -> Iterator[tuple[Any, Any]]:
+        key, value = kv
+        acc = self._table.get(key)
+        self._table[key] = self.fn.add_input(self.fn.create_accumulator() if acc is None else acc, value)
+        self._held += 1
+        if self._held >= self.budget:
+            yield from self._flush()
+
+    def finish_bundle(self) -> Iterator[Any]:
+        for kv in self._flush():
+            yield GlobalWindows.windowed_value(kv)
+
+    def _flush(self) -> Iterator[tuple[Any, Any]]:
+        table, self._table, self._held = self._table, {}, 0
+        for key, acc in table.items():
+            yield key, self.fn.compact(acc)
 
 
 def stored_partitions(output: str, table: str = "grader_results") -> list[Partition]:
@@ -280,22 +323,21 @@ class FleetStats(beam.PTransform):
     def expand(self, inputs: dict[str, Any]) -> dict[str, beam.PCollection]:
         runs = inputs["observations"]  # graders.stats.cells.RunCells, one per run and partition
         output, window, baseline = self.output, self.window, self.baseline
-        # Per-run records never cross a shuffle: observations are combined into daily cells,
-        # and the replaced identities into one set per partition, each lifted before the shuffle.
+        # Per-run records never cross a shuffle: observations are combined into partial daily
+        # cells, and the replaced identities into sets per partition, where the runs are graded.
         new_cells = (
             runs
             | "RunCells" >> beam.FlatMap(_run_cells)
-            | "NewCells" >> beam.CombinePerKey(CellCombineFn())
+            | "NewCells" >> beam.ParDo(CombineInBundle(CellCombineFn()))
         )
         # Each side combined before the Flatten: the local runner materializes a Flatten's inputs.
         gone = (
-            (runs | "RunIdents" >> beam.Map(_run_idents) | "NewIdents" >> beam.CombinePerKey(IdentsCombineFn()),
+            (runs | "RunIdents" >> beam.Map(_run_idents) | "NewIdents" >> beam.ParDo(CombineInBundle(IdentsCombineFn())),
              inputs["drops"] | "StatsDrops" >> beam.FlatMap(_drop)
-             | "DroppedIdents" >> beam.CombinePerKey(IdentsCombineFn()))
+             | "DroppedIdents" >> beam.ParDo(CombineInBundle(IdentsCombineFn())))
             | "FlattenGone" >> beam.Flatten()
-            | "GoneByPartition" >> beam.CombinePerKey(IdentsCombineFn())
         )
-        touched = gone | "Touched" >> beam.Keys()
+        touched = gone | "Touched" >> beam.Keys() | "DistinctTouched" >> beam.Distinct()
         plans = (
             touched.pipeline
             | "PlanTrigger" >> beam.Create([None])

@@ -1,19 +1,23 @@
 """Cells of grader values and the rows of ``grader_stats`` and ``regressions`` (pure, Beam-free).
 
 A cell is (workflow, grader, window of dates). :class:`CellAcc` holds the cell's graded values
-grouped by task, plus its unavailable and error counts; adding, merging and compacting are
-associative and commutative, and every statistic is computed from the sorted contents, so the
-output never depends on how a runner bundled or ordered the inputs. Holding the values (rather
-than a sketch) costs one float per graded run of the window, about what the per-task sums the
-clustered statistics need cost anyway, and keeps quantiles exact.
+with their tasks, plus its unavailable and error counts; adding, merging and compacting are
+associative and commutative, and every statistic is computed from the values grouped by task
+and sorted, so the output never depends on how a runner bundled or ordered the inputs. The
+values are held (rather than a sketch) so that quantiles and the clustered statistics stay
+exact; they are held flat, 17 bytes a value in memory and deflated on a shuffle, with each
+task's string shared, because a fleet's cells cross a shuffle whole (docs/performance.md).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import pickle
+import zlib
+from array import array
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -64,14 +68,25 @@ class Observation:
     unit: str = ""
 
 
-@dataclass
+NOT_GATED = -1  # a graded value without a pass/fail gate
+
+
 class CellAcc:
-    values: dict[str, list[float]] = field(default_factory=dict)  # task → graded values
-    passes: dict[str, list[int]] = field(default_factory=dict)  # task → 1/0 per gated value
-    unavailable: int = 0
-    error: int = 0
-    direction: str = ""  # the largest non-empty one seen (one per grader in practice)
-    unit: str = ""
+    """One cell's graded values: flat arrays (one entry per value: its task, value and gate)
+    rather than per-task lists, since a cell of scheduled runs has one task per run. The
+    per-task views (:attr:`values`, :attr:`passes`) are built when a statistic reads them."""
+
+    __slots__ = ("_views", "direction", "error", "gates", "tasks", "unavailable", "unit", "vals")
+
+    def __init__(self) -> None:
+        self.tasks: list[str] = []  # the task of each value (one string per run, shared by its cells)
+        self.vals = array("d")
+        self.gates = array("b")  # 1/0 pass/fail, or NOT_GATED
+        self.unavailable = 0
+        self.error = 0
+        self.direction = ""  # the largest non-empty one seen (one per grader in practice)
+        self.unit = ""
+        self._views: tuple[dict[str, list[float]], dict[str, list[int]]] | None = None
 
     def add(self, o: Observation) -> CellAcc:
         self.direction = max(self.direction, o.direction or "")
@@ -81,38 +96,93 @@ class CellAcc:
         elif o.status == "unavailable" or o.value is None or not math.isfinite(o.value):
             self.unavailable += 1
         else:
-            self.values.setdefault(o.task, []).append(float(o.value))
-            if o.passed is not None:
-                self.passes.setdefault(o.task, []).append(int(bool(o.passed)))
+            self.tasks.append(o.task)
+            self.vals.append(float(o.value))
+            self.gates.append(NOT_GATED if o.passed is None else int(bool(o.passed)))
+            self._views = None
         return self
 
     def merge(self, other: CellAcc) -> CellAcc:
-        for task, vs in other.values.items():
-            self.values.setdefault(task, []).extend(vs)
-        for task, ps in other.passes.items():
-            self.passes.setdefault(task, []).extend(ps)
+        self.tasks.extend(other.tasks)
+        self.vals.extend(other.vals)
+        self.gates.extend(other.gates)
         self.unavailable += other.unavailable
         self.error += other.error
         self.direction = max(self.direction, other.direction)
         self.unit = max(self.unit, other.unit)
+        self._views = None
         return self
 
     def compact(self) -> CellAcc:
-        for vs in self.values.values():
-            vs.sort()
-        for ps in self.passes.values():
-            ps.sort()
+        """Drops the per-task views (rebuilt on demand): what is stored or shuffled is flat."""
+        self._views = None
         return self
+
+    def _grouped(self) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+        if self._views is None:
+            values: dict[str, list[float]] = {}
+            passes: dict[str, list[int]] = {}
+            for task, value, gate in zip(self.tasks, self.vals, self.gates, strict=True):
+                values.setdefault(task, []).append(value)
+                if gate != NOT_GATED:
+                    passes.setdefault(task, []).append(gate)
+            self._views = ({t: sorted(values[t]) for t in sorted(values)},
+                           {t: sorted(passes[t]) for t in sorted(passes)})
+        return self._views
+
+    @property
+    def values(self) -> dict[str, list[float]]:
+        """Task → its graded values, tasks and values sorted (read only)."""
+        return self._grouped()[0]
+
+    @property
+    def passes(self) -> dict[str, list[int]]:
+        """Task → 1/0 per gated value, sorted (read only; tasks with no gated value absent)."""
+        return self._grouped()[1]
 
     @property
     def n(self) -> int:
-        return sum(len(v) for v in self.values.values())
+        return len(self.vals)
 
     def clusters(self) -> Clusters:
-        return Clusters.of([self.values[t] for t in sorted(self.values)])
+        return Clusters.of(list(self.values.values()))
 
     def day(self, date: str) -> Day:
-        return Day(date, self.n, math.fsum(x for t in sorted(self.values) for x in sorted(self.values[t])))
+        return Day(date, self.n, math.fsum(x for vs in self.values.values() for x in vs))
+
+    def __eq__(self, other: object) -> bool:
+        """Equal contents, whatever the order values arrived in."""
+        if not isinstance(other, CellAcc):
+            return NotImplemented
+        return (self.values, self.passes, self.unavailable, self.error, self.direction, self.unit) == (
+            other.values, other.passes, other.unavailable, other.error, other.direction, other.unit)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return (f"CellAcc(values={self.values!r}, passes={self.passes!r}, unavailable={self.unavailable}, "
+                f"error={self.error}, direction={self.direction!r}, unit={self.unit!r})")
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        # Each task's string once, one index per value, and the arrays' bytes, deflated (task
+        # names like "run:<id>" and the 0/1 gates are most of a raw cell): ~5-12 bytes a value.
+        order: dict[str, int] = {}
+        index = array("I", [order.setdefault(t, len(order)) for t in self.tasks])
+        state = (list(order), index.tobytes(), self.vals.tobytes(), self.gates.tobytes(),
+                 self.unavailable, self.error, self.direction, self.unit)
+        return _unpack_cell, (zlib.compress(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), 1),)
+
+
+def _unpack_cell(packed: bytes) -> CellAcc:
+    names, index, vals, gates, unavailable, error, direction, unit = pickle.loads(zlib.decompress(packed))
+    acc = CellAcc()
+    idx = array("I")
+    idx.frombytes(index)
+    acc.tasks = [names[i] for i in idx]
+    acc.vals.frombytes(vals)
+    acc.gates.frombytes(gates)
+    acc.unavailable, acc.error, acc.direction, acc.unit = unavailable, error, direction, unit
+    return acc
 
 
 def merged(accs: Iterable[CellAcc]) -> CellAcc:
@@ -296,10 +366,13 @@ def partition_observations(
     observation per verdict."""
     verdicts = list(verdict_rows)
     tasks = {(v.get("run_id"), v.get("attempt")): v.get("task") for v in verdicts}
+    clusters: dict[tuple[Any, Any], str] = {}  # one string per run, shared by all its cells
     out = []
     for r in grader_rows:
         run = (r.get("run_id"), r.get("attempt"))
-        task = cluster_of(workflow, tasks.get(run), r.get("run_id"))
+        task = clusters.get(run)
+        if task is None:
+            task = clusters[run] = cluster_of(workflow, tasks.get(run), r.get("run_id"))
         out.append((str(r["grader_id"]), Observation(task, r.get("value"), r.get("passed"), str(r.get("status") or ""),
                                                       r.get("direction") or "", r.get("unit") or "")))
     for v in verdicts:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from graders.tables.parquet import encode_table
 from graders.tables.paths import partition_file
 from tests.helpers.beam import local_test_pipeline
 from tests.helpers.combiners import assert_combiner_equivalent
-from transforms.stats import CellCombineFn, FleetStats, IdentsCombineFn, plan
+from transforms.stats import CellCombineFn, CombineInBundle, FleetStats, IdentsCombineFn, plan
 
 OBS = st.builds(
     Observation,
@@ -46,6 +47,56 @@ def test_cell_combiner_plans_agree(observations: list[Observation]) -> None:
     again = stats_rows("wf", "g", {"2026-11-01": assert_combiner_equivalent(CellCombineFn(), observations[::-1])},
                        ["2026-11-01"], windows=(1,), reps=200)
     assert rows == again
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(OBS, max_size=24))
+def test_a_cell_crosses_a_shuffle_whole(observations: list[Observation]) -> None:
+    acc = CellAcc()
+    for o in observations:
+        acc.add(o)
+    back = pickle.loads(pickle.dumps(acc))
+    assert back == acc and back.n == acc.n and back.passes == acc.passes
+    day = "2026-11-01"
+    assert stats_rows("wf", "g", {day: back}, [day], windows=(1,), reps=50) == stats_rows(
+        "wf", "g", {day: acc}, [day], windows=(1,), reps=50)
+
+
+def test_a_cell_of_scheduled_runs_is_held_flat() -> None:
+    """One task per run (a scheduled workflow): on the shuffle a value costs less than its task
+    name and its 8-byte float held raw (a list per task cost ~23 bytes a value beyond the names)."""
+    acc = CellAcc()
+    for i in range(5000):
+        acc.add(Observation(f"run:{10_000_000 + i}", i / 7, i % 2 == 0, "pass"))
+    size = len(pickle.dumps(acc, protocol=pickle.HIGHEST_PROTOCOL))
+    names = sum(len(f"run:{10_000_000 + i}") for i in range(5000))
+    assert size < names + 5000 * 8
+    assert acc.values["run:10000003"] == [3 / 7] and acc.passes["run:10000003"] == [0]
+
+
+def test_combine_in_bundle_flushes_partials_that_merge_into_the_cell_of_all() -> None:
+    obs = [(("wf", "g" if i % 3 else "h", "2026-11-01"), Observation(f"t{i % 5}", i / 4, i % 2 == 0, "pass"))
+           for i in range(40)]
+    whole: dict[Any, CellAcc] = {}
+    for key, o in obs:
+        whole.setdefault(key, CellAcc()).add(o)
+
+    def merge_all(kv: tuple[Any, list[CellAcc]]) -> tuple[Any, CellAcc, int]:
+        return kv[0], merged(kv[1]), len(kv[1])
+
+    with local_test_pipeline() as p:
+        partials = p | beam.Create(obs) | beam.ParDo(CombineInBundle(CellCombineFn(), budget=4))
+        out = partials | beam.GroupByKey() | beam.Map(merge_all)
+        assert_that(out | beam.MapTuple(lambda k, acc, _n: (k, acc)), equal_to(list(whole.items())), label="cells")
+        # 40 inputs with a budget of 4: at least ten flushes, so more partials than keys.
+        assert_that(out | beam.MapTuple(lambda _k, _acc, n: n) | beam.CombineGlobally(sum), _at_least(10),
+                    label="flushed")
+
+
+def _at_least(n: int) -> Any:
+    def check(actual: list[int]) -> None:
+        assert len(actual) == 1 and actual[0] >= n, actual
+    return check
 
 
 def test_plan_recomputes_only_windows_holding_touched_dates() -> None:
