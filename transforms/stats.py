@@ -56,9 +56,9 @@ from transforms.incremental import read_table_rows
 
 Partition = tuple[str, str]  # (workflow, date)
 STATS_TABLES = ("grader_results", "trace_verdicts")
-# Inputs a bundle combines before its partials go to the shuffle: ~1 MiB of cells, a few
+# Inputs a bundle combines before its partials go to the shuffle: ~4 MiB of flat cells, two
 # flushes per 10k runs (each flush adds one partial per cell it holds, merged downstream).
-FLUSH_VALUES = 50_000
+FLUSH_VALUES = 200_000
 
 
 class CellCombineFn(beam.CombineFn):  # type: ignore[misc]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import pickle
+import sys
 import zlib
 from array import array
 from collections.abc import Iterable, Mapping
@@ -76,19 +77,34 @@ class CellAcc:
     rather than per-task lists, since a cell of scheduled runs has one task per run. The
     per-task views (:attr:`values`, :attr:`passes`) are built when a statistic reads them."""
 
-    __slots__ = ("_views", "direction", "error", "gates", "tasks", "unavailable", "unit", "vals")
+    __slots__ = ("_gates", "_packed", "_tasks", "_vals", "_views", "direction", "error", "unavailable", "unit")
 
     def __init__(self) -> None:
-        self.tasks: list[str] = []  # the task of each value (one string per run, shared by its cells)
-        self.vals = array("d")
-        self.gates = array("b")  # 1/0 pass/fail, or NOT_GATED
+        self._tasks: list[str] = []  # the task of each value (one string per run, shared by its cells)
+        self._vals = array("d")
+        self._gates = array("b")  # 1/0 pass/fail, or NOT_GATED
         self.unavailable = 0
         self.error = 0
         self.direction = ""  # the largest non-empty one seen (one per grader in practice)
         self.unit = ""
         self._views: tuple[dict[str, list[float]], dict[str, list[int]]] | None = None
+        # A cell that crossed a shuffle stays deflated until read: the local runner holds every
+        # element of a shuffle decoded, so a decoded cell there would cost ~60 bytes a value.
+        self._packed: bytes | None = None
+
+    def _load(self) -> None:
+        if self._packed is not None:
+            names, index, vals, gates = pickle.loads(zlib.decompress(self._packed))
+            self._packed = None
+            idx = array("I")
+            idx.frombytes(index)
+            self._tasks = [names[i] for i in idx]
+            self._vals, self._gates = array("d"), array("b")
+            self._vals.frombytes(vals)
+            self._gates.frombytes(gates)
 
     def add(self, o: Observation) -> CellAcc:
+        self._load()
         self.direction = max(self.direction, o.direction or "")
         self.unit = max(self.unit, o.unit or "")
         if o.status == "error":
@@ -96,16 +112,18 @@ class CellAcc:
         elif o.status == "unavailable" or o.value is None or not math.isfinite(o.value):
             self.unavailable += 1
         else:
-            self.tasks.append(o.task)
-            self.vals.append(float(o.value))
-            self.gates.append(NOT_GATED if o.passed is None else int(bool(o.passed)))
+            self._tasks.append(o.task)
+            self._vals.append(float(o.value))
+            self._gates.append(NOT_GATED if o.passed is None else int(bool(o.passed)))
             self._views = None
         return self
 
     def merge(self, other: CellAcc) -> CellAcc:
-        self.tasks.extend(other.tasks)
-        self.vals.extend(other.vals)
-        self.gates.extend(other.gates)
+        self._load()
+        other._load()
+        self._tasks.extend(other._tasks)
+        self._vals.extend(other._vals)
+        self._gates.extend(other._gates)
         self.unavailable += other.unavailable
         self.error += other.error
         self.direction = max(self.direction, other.direction)
@@ -119,10 +137,11 @@ class CellAcc:
         return self
 
     def _grouped(self) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+        self._load()
         if self._views is None:
             values: dict[str, list[float]] = {}
             passes: dict[str, list[int]] = {}
-            for task, value, gate in zip(self.tasks, self.vals, self.gates, strict=True):
+            for task, value, gate in zip(self._tasks, self._vals, self._gates, strict=True):
                 values.setdefault(task, []).append(value)
                 if gate != NOT_GATED:
                     passes.setdefault(task, []).append(gate)
@@ -142,7 +161,8 @@ class CellAcc:
 
     @property
     def n(self) -> int:
-        return len(self.vals)
+        self._load()
+        return len(self._vals)
 
     def clusters(self) -> Clusters:
         return Clusters.of(list(self.values.values()))
@@ -163,25 +183,23 @@ class CellAcc:
         return (f"CellAcc(values={self.values!r}, passes={self.passes!r}, unavailable={self.unavailable}, "
                 f"error={self.error}, direction={self.direction!r}, unit={self.unit!r})")
 
-    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # Each task's string once, one index per value, and the arrays' bytes, deflated (task
         # names like "run:<id>" and the 0/1 gates are most of a raw cell): ~5-12 bytes a value.
-        order: dict[str, int] = {}
-        index = array("I", [order.setdefault(t, len(order)) for t in self.tasks])
-        state = (list(order), index.tobytes(), self.vals.tobytes(), self.gates.tobytes(),
-                 self.unavailable, self.error, self.direction, self.unit)
-        return _unpack_cell, (zlib.compress(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), 1),)
+        packed = self._packed
+        if packed is None:
+            order: dict[str, int] = {}
+            index = array("I", [order.setdefault(t, len(order)) for t in self._tasks])
+            state = (list(order), index.tobytes(), self._vals.tobytes(), self._gates.tobytes())
+            packed = zlib.compress(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), 1)
+        return _unpack_cell, (packed, self.unavailable, self.error, self.direction, self.unit)
 
 
-def _unpack_cell(packed: bytes) -> CellAcc:
-    names, index, vals, gates, unavailable, error, direction, unit = pickle.loads(zlib.decompress(packed))
-    acc = CellAcc()
-    idx = array("I")
-    idx.frombytes(index)
-    acc.tasks = [names[i] for i in idx]
-    acc.vals.frombytes(vals)
-    acc.gates.frombytes(gates)
-    acc.unavailable, acc.error, acc.direction, acc.unit = unavailable, error, direction, unit
+def _unpack_cell(packed: bytes, unavailable: int, error: int, direction: str, unit: str) -> CellAcc:
+    # No arrays until the cell is read (_load): a shuffle holds many cells at once.
+    acc = CellAcc.__new__(CellAcc)
+    acc._packed, acc._views = packed, None
+    acc.unavailable, acc.error, acc.direction, acc.unit = unavailable, error, sys.intern(direction), sys.intern(unit)
     return acc
 
 
