@@ -9,15 +9,15 @@ recomputed, and only the partitions those windows span are read back.
    date L: [L − 34, L]) must be retested, and the partitions those windows span.
 2. *Observations*: this job's runs arrive as observations (the Grade step joins a run's
    ``grader_results`` rows with its ``trace_verdicts`` task, graders.stats.cells.run_observations)
-   and are combined where they are graded into partial daily cells keyed by (workflow, grader,
-   date), flushed to the shuffle whenever a bundle holds :data:`FLUSH_VALUES` of them
-   (:class:`CombineInBundle`); the (run, attempt) identities they replace, and the dropped
-   ones, the same way per partition. Per partition to read, the stored ``grader_results`` and
+   and are combined where they are graded into partial daily cells, one ``SeriesCells`` per
+   (workflow, grader), flushed to the shuffle whenever a bundle holds :data:`FLUSH_VALUES`
+   observations (:class:`CombineInBundle`); the (run, attempt) identities they replace, and
+   the dropped ones, the same way per partition. Per partition to read, the stored ``grader_results`` and
    ``trace_verdicts`` rows that survive (not in those sets) are joined for the task and combined
    into cells there. No per-row record crosses a shuffle, and no step holds more than a
    bounded share of the fleet's cells: only the runner's shuffle holds them all (compactly).
-3. Daily cells: per (workflow, grader), the new and stored partial cells of each day merged; then
-   (workflow, grader) the rolling windows and the regression test from the daily accumulators.
+3. Daily cells: per (workflow, grader), the new and stored partial cells of each day merged,
+   then the rolling windows and the regression test from those daily cells.
 4. q-values: Benjamini–Hochberg over this job's regression tests and the stored rows of the
    workflows not retested (their p-values are unchanged), so the family is every cell. When the
    stored rows hold other windows than this job's, every workflow is retested instead.
@@ -42,6 +42,7 @@ from graders.stats.cells import (
     CellAcc,
     Observation,
     RunCells,
+    SeriesCells,
     merged,
     partition_observations,
     regression_row,
@@ -61,28 +62,25 @@ STATS_TABLES = ("grader_results", "trace_verdicts")
 FLUSH_VALUES = 200_000
 
 
-class CellCombineFn(beam.CombineFn):  # type: ignore[misc]
-    """Observations of one cell → its :class:`CellAcc` (the accumulator is the output: windows
-    are merged from daily accumulators downstream)."""
+class SeriesCombineFn(beam.CombineFn):  # type: ignore[misc]
+    """(date, observation) of one (workflow, grader) → its :class:`SeriesCells` (the
+    accumulator is the output: windows are computed from the merged daily cells downstream)."""
 
-    def create_accumulator(self) -> CellAcc:
-        return CellAcc()
+    def create_accumulator(self) -> SeriesCells:
+        return SeriesCells()
 
-    def add_input(self, mutable_accumulator: CellAcc, element: Observation) -> CellAcc:
-        return mutable_accumulator.add(element)
+    def add_input(self, mutable_accumulator: SeriesCells, element: tuple[str, Observation]) -> SeriesCells:
+        return mutable_accumulator.add(*element)
 
-    def merge_accumulators(self, accumulators: Iterable[CellAcc]) -> CellAcc:
+    def merge_accumulators(self, accumulators: Iterable[SeriesCells]) -> SeriesCells:
         # Into a new accumulator: none of the inputs is modified (a runner may reuse them).
-        out = CellAcc()
+        out = SeriesCells()
         for acc in accumulators:
             out.merge(acc)
         return out
 
-    def compact(self, accumulator: CellAcc) -> CellAcc:
-        return accumulator.compact()
-
-    def extract_output(self, accumulator: CellAcc) -> CellAcc:
-        return accumulator.compact()
+    def extract_output(self, accumulator: SeriesCells) -> SeriesCells:
+        return accumulator
 
 
 class CombineInBundle(beam.DoFn):  # type: ignore[misc]
@@ -186,10 +184,10 @@ def _run_idents(cells: RunCells) -> tuple[Partition, frozenset[tuple[Any, ...]]]
     return part, frozenset(idents)
 
 
-def _run_cells(cells: RunCells) -> Iterator[tuple[tuple[str, str, str], Observation]]:
+def _run_cells(cells: RunCells) -> Iterator[tuple[tuple[str, str], tuple[str, Observation]]]:
     (wf, date), _, observations = cells
     for grader, obs in observations:
-        yield (wf, grader, date), obs
+        yield (wf, grader), (date, obs)
 
 
 def _drop(drop: tuple[str, str | None, str | None, tuple[Any, ...]]) -> Iterator[tuple[Partition, frozenset[Any]]]:
@@ -219,7 +217,8 @@ class IdentsCombineFn(beam.CombineFn):  # type: ignore[misc]
 
 class _StoredCells(beam.DoFn):
     """A partition to read, with the identities this job replaces there → the cells of its
-    surviving stored rows, ((workflow, grader, date), CellAcc) (this job's rows are combined apart)."""
+    surviving stored rows, ((workflow, grader), SeriesCells of that date) (this job's rows are
+    combined apart)."""
 
     def __init__(self, output: str) -> None:
         self.output = output
@@ -239,7 +238,7 @@ class _StoredCells(beam.DoFn):
         for grader, obs in partition_observations(wf, rows["grader_results"], rows["trace_verdicts"]):
             cells.setdefault(grader, CellAcc()).add(obs)
         for grader, acc in cells.items():
-            yield (wf, grader, date), acc.compact()
+            yield (wf, grader), SeriesCells({date: acc})
 
 
 def _keyed_requests(plans: dict[str, dict[str, Any]]) -> Iterator[tuple[Partition, tuple[str, None]]]:
@@ -268,12 +267,13 @@ class _SeriesRows(beam.DoFn):
     def __init__(self, window: int, baseline: int) -> None:
         self.window, self.baseline = window, baseline
 
-    def process(self, kv: tuple[tuple[str, str], Iterable[tuple[str, CellAcc]]],
+    def process(self, kv: tuple[tuple[str, str], Iterable[SeriesCells]],
                 plans: dict[str, dict[str, Any]]) -> Iterator[Any]:
-        (wf, grader), days = kv
+        (wf, grader), series = kv
         parts: dict[str, list[CellAcc]] = {}
-        for date, acc in days:
-            parts.setdefault(date, []).append(acc)
+        for part in series:
+            for date, acc in part.days.items():
+                parts.setdefault(date, []).append(acc)
         daily = {date: merged(accs).compact() for date, accs in parts.items()}
         p = plans.get(wf)
         if p is None:
@@ -328,7 +328,7 @@ class FleetStats(beam.PTransform):
         new_cells = (
             runs
             | "RunCells" >> beam.FlatMap(_run_cells)
-            | "NewCells" >> beam.ParDo(CombineInBundle(CellCombineFn()))
+            | "NewCells" >> beam.ParDo(CombineInBundle(SeriesCombineFn()))
         )
         # Each side combined before the Flatten: the local runner materializes a Flatten's inputs.
         gone = (
@@ -353,7 +353,6 @@ class FleetStats(beam.PTransform):
         series = (
             (new_cells, stored_cells)
             | "FlattenCells" >> beam.Flatten()
-            | "KeyBySeries" >> beam.Map(lambda kv: ((kv[0][0], kv[0][1]), (kv[0][2], kv[1])))
             | "GroupBySeries" >> beam.GroupByKey()
             | "SeriesRows" >> beam.ParDo(_SeriesRows(window, baseline), beam.pvalue.AsSingleton(plans))
             .with_outputs(_SeriesRows.TESTS, main="stats")

@@ -94,14 +94,26 @@ class CellAcc:
 
     def _load(self) -> None:
         if self._packed is not None:
-            names, index, vals, gates = pickle.loads(zlib.decompress(self._packed))
+            state = pickle.loads(zlib.decompress(self._packed))
             self._packed = None
-            idx = array("I")
-            idx.frombytes(index)
-            self._tasks = [names[i] for i in idx]
-            self._vals, self._gates = array("d"), array("b")
-            self._vals.frombytes(vals)
-            self._gates.frombytes(gates)
+            self._restore(state)
+
+    def _state(self) -> tuple[list[str], bytes, bytes, bytes]:
+        """The values as bytes: each task's string once, then one index per value."""
+        self._load()
+        order: dict[str, int] = {}
+        index = array("I", [order.setdefault(t, len(order)) for t in self._tasks])
+        return list(order), index.tobytes(), self._vals.tobytes(), self._gates.tobytes()
+
+    def _restore(self, state: tuple[list[str], bytes, bytes, bytes]) -> None:
+        names, index, vals, gates = state
+        idx = array("I")
+        idx.frombytes(index)
+        self._tasks = [names[i] for i in idx]
+        self._vals, self._gates = array("d"), array("b")
+        self._vals.frombytes(vals)
+        self._gates.frombytes(gates)
+        self._views = None
 
     def add(self, o: Observation) -> CellAcc:
         self._load()
@@ -184,23 +196,79 @@ class CellAcc:
                 f"error={self.error}, direction={self.direction!r}, unit={self.unit!r})")
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        # Each task's string once, one index per value, and the arrays' bytes, deflated (task
-        # names like "run:<id>" and the 0/1 gates are most of a raw cell): ~5-12 bytes a value.
+        # Deflated: task names like "run:<id>" and the 0/1 gates are most of a raw cell.
         packed = self._packed
         if packed is None:
-            order: dict[str, int] = {}
-            index = array("I", [order.setdefault(t, len(order)) for t in self._tasks])
-            state = (list(order), index.tobytes(), self._vals.tobytes(), self._gates.tobytes())
-            packed = zlib.compress(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), 1)
+            packed = zlib.compress(pickle.dumps(self._state(), protocol=pickle.HIGHEST_PROTOCOL), 1)
         return _unpack_cell, (packed, self.unavailable, self.error, self.direction, self.unit)
 
 
-def _unpack_cell(packed: bytes, unavailable: int, error: int, direction: str, unit: str) -> CellAcc:
+def _unpack_cell(packed: bytes | None, unavailable: int, error: int, direction: str, unit: str) -> CellAcc:
     # No arrays until the cell is read (_load): a shuffle holds many cells at once.
     acc = CellAcc.__new__(CellAcc)
     acc._packed, acc._views = packed, None
     acc.unavailable, acc.error, acc.direction, acc.unit = unavailable, error, sys.intern(direction), sys.intern(unit)
     return acc
+
+
+class SeriesCells:
+    """Daily cells of one (workflow, grader) series, date → :class:`CellAcc`: what the fleet
+    statistics shuffle. One element per series and batch rather than per day, deflated as one
+    blob and left so until read, since the local runner holds a shuffle's elements decoded
+    (docs/performance.md: a cell per element cost ~500 bytes of framing there)."""
+
+    __slots__ = ("_days", "_packed")
+
+    def __init__(self, days: dict[str, CellAcc] | None = None) -> None:
+        self._days: dict[str, CellAcc] = days if days is not None else {}
+        self._packed: bytes | None = None
+
+    @property
+    def days(self) -> dict[str, CellAcc]:
+        if self._packed is not None:
+            packed, self._packed = self._packed, None
+            for date, unavailable, error, direction, unit, state in pickle.loads(zlib.decompress(packed)):
+                acc = _unpack_cell(None, unavailable, error, direction, unit)
+                acc._restore(state)
+                self._days[date] = acc
+        return self._days
+
+    def add(self, date: str, o: Observation) -> SeriesCells:
+        days = self.days
+        acc = days.get(date)
+        if acc is None:
+            acc = days[date] = CellAcc()
+        acc.add(o)
+        return self
+
+    def merge(self, other: SeriesCells) -> SeriesCells:
+        days = self.days
+        for date, acc in other.days.items():
+            days.setdefault(date, CellAcc()).merge(acc)
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SeriesCells):
+            return NotImplemented
+        return self.days == other.days
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"SeriesCells({self.days!r})"
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        packed = self._packed
+        if packed is None:
+            state = [(d, a.unavailable, a.error, a.direction, a.unit, a._state()) for d, a in sorted(self._days.items())]
+            packed = zlib.compress(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), 1)
+        return _unpack_series, (packed,)
+
+
+def _unpack_series(packed: bytes) -> SeriesCells:
+    series = SeriesCells()
+    series._packed = packed
+    return series
 
 
 def merged(accs: Iterable[CellAcc]) -> CellAcc:

@@ -16,6 +16,7 @@ from graders.stats.cells import (
     CellAcc,
     Observation,
     RunCells,
+    SeriesCells,
     merged,
     partition_observations,
     run_observations,
@@ -25,7 +26,7 @@ from graders.tables.parquet import encode_table
 from graders.tables.paths import partition_file
 from tests.helpers.beam import local_test_pipeline
 from tests.helpers.combiners import assert_combiner_equivalent
-from transforms.stats import CellCombineFn, CombineInBundle, FleetStats, IdentsCombineFn, plan
+from transforms.stats import CombineInBundle, FleetStats, IdentsCombineFn, SeriesCombineFn, plan
 
 OBS = st.builds(
     Observation,
@@ -38,15 +39,19 @@ OBS = st.builds(
 )
 
 
+DATED = st.tuples(st.sampled_from(["2026-11-01", "2026-11-02"]), OBS)
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(OBS, max_size=16))
-def test_cell_combiner_plans_agree(observations: list[Observation]) -> None:
-    out = assert_combiner_equivalent(CellCombineFn(), observations)
-    # The rows derived from the accumulator agree too (they are what is written).
-    rows = stats_rows("wf", "g", {"2026-11-01": out}, ["2026-11-01"], windows=(1,), reps=200)
-    again = stats_rows("wf", "g", {"2026-11-01": assert_combiner_equivalent(CellCombineFn(), observations[::-1])},
-                       ["2026-11-01"], windows=(1,), reps=200)
-    assert rows == again
+@given(st.lists(DATED, max_size=16))
+def test_series_combiner_plans_agree(observations: list[tuple[str, Observation]]) -> None:
+    out = assert_combiner_equivalent(SeriesCombineFn(), observations)
+    # The rows derived from the accumulator agree too (they are what is written), and so does
+    # the accumulator after a shuffle.
+    rows = stats_rows("wf", "g", out.days, sorted(out.days), windows=(1, 7), reps=200)
+    back = pickle.loads(pickle.dumps(assert_combiner_equivalent(SeriesCombineFn(), observations[::-1])))
+    assert back == out
+    assert rows == stats_rows("wf", "g", back.days, sorted(back.days), windows=(1, 7), reps=200)
 
 
 @settings(max_examples=60, deadline=None)
@@ -77,18 +82,22 @@ def test_a_cell_of_scheduled_runs_is_held_flat() -> None:
     assert acc.values["run:10000003"] == [3 / 7] and acc.passes["run:10000003"] == [0]
 
 
-def test_combine_in_bundle_flushes_partials_that_merge_into_the_cell_of_all() -> None:
-    obs = [(("wf", "g" if i % 3 else "h", "2026-11-01"), Observation(f"t{i % 5}", i / 4, i % 2 == 0, "pass"))
+def test_combine_in_bundle_flushes_partials_that_merge_into_the_cells_of_all() -> None:
+    obs = [(("wf", "g" if i % 3 else "h"), (f"2026-11-0{1 + i % 2}", Observation(f"t{i % 5}", i / 4, i % 2 == 0,
+                                                                                  "pass")))
            for i in range(40)]
-    whole: dict[Any, CellAcc] = {}
-    for key, o in obs:
-        whole.setdefault(key, CellAcc()).add(o)
+    whole: dict[Any, SeriesCells] = {}
+    for key, (date, o) in obs:
+        whole.setdefault(key, SeriesCells()).add(date, o)
 
-    def merge_all(kv: tuple[Any, list[CellAcc]]) -> tuple[Any, CellAcc, int]:
-        return kv[0], merged(kv[1]), len(kv[1])
+    def merge_all(kv: tuple[Any, list[SeriesCells]]) -> tuple[Any, SeriesCells, int]:
+        out = SeriesCells()
+        for part in kv[1]:
+            out.merge(part)
+        return kv[0], out, len(kv[1])
 
     with local_test_pipeline() as p:
-        partials = p | beam.Create(obs) | beam.ParDo(CombineInBundle(CellCombineFn(), budget=4))
+        partials = p | beam.Create(obs) | beam.ParDo(CombineInBundle(SeriesCombineFn(), budget=4))
         out = partials | beam.GroupByKey() | beam.Map(merge_all)
         assert_that(out | beam.MapTuple(lambda k, acc, _n: (k, acc)), equal_to(list(whole.items())), label="cells")
         # 40 inputs with a budget of 4: at least ten flushes, so more partials than keys.
@@ -184,13 +193,18 @@ def test_identity_combiner_plans_agree(sets: list[frozenset[tuple[str, int]]]) -
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(OBS, max_size=6), max_size=8))
-def test_partial_cells_merge_into_the_cell_of_all(batches: list[list[Observation]]) -> None:
-    # Partial cells (a bundle's lifted combine, a stored partition's) merge into the cell of all.
-    partials = [assert_combiner_equivalent(CellCombineFn(), b) for b in batches]
-    whole = assert_combiner_equivalent(CellCombineFn(), [o for b in batches for o in b])
-    assert merged(partials).compact() == whole
-    assert merged(reversed(partials)).compact() == whole
+@given(st.lists(st.lists(DATED, max_size=6), max_size=8))
+def test_partial_series_merge_into_the_series_of_all(batches: list[list[tuple[str, Observation]]]) -> None:
+    # Partial series (a bundle's batch, a stored partition's) merge into the series of all,
+    # day by day, in any order (what SeriesRows does with the partials a series gets).
+    partials = [assert_combiner_equivalent(SeriesCombineFn(), b) for b in batches]
+    whole = assert_combiner_equivalent(SeriesCombineFn(), [o for b in batches for o in b])
+    for order in (partials, partials[::-1]):
+        days: dict[str, list[CellAcc]] = {}
+        for part in order:
+            for date, acc in pickle.loads(pickle.dumps(part)).days.items():
+                days.setdefault(date, []).append(acc)
+        assert {d: merged(accs).compact() for d, accs in days.items()} == whole.days
 
 
 RUN = st.fixed_dictionaries({
