@@ -23,7 +23,9 @@ Z95 = 1.959963984540054  # standard normal 0.975 quantile
 Z80 = 0.8416212335729143  # standard normal 0.80 quantile (power of the minimum detectable effect)
 TAIL_HITS = 10  # permutations as extreme as observed below which the tail is approximated
 EXACT_RUNS = 2000  # runs of rerun tasks shuffled exactly per cell; beyond, their normal limit
-CHUNK = 2_000_000  # values drawn at once: bounds memory whatever a cell's size
+# Values drawn at once (chunked draws are the same draws in the same order, so results do not
+# depend on it): ~2 MiB an array, so a window of a thousand tasks holds ~10 MiB, not ~80.
+CHUNK = 250_000
 
 
 def rng_for(*key: object) -> Generator:
@@ -194,8 +196,12 @@ def pass_hat_k_interval(n: np.ndarray, c: np.ndarray, k: int, rng: Generator, re
     value = math.fsum(per_task.tolist()) / len(per_task)
     if len(per_task) < 2:
         return value, None, None, len(per_task)
-    idx = rng.integers(0, len(per_task), size=(reps, len(per_task)))
-    lo, hi = percentile_interval(per_task[idx].mean(axis=1), expanded_level(0.95, len(per_task)))
+    means = np.empty(reps)
+    step = max(1, CHUNK // len(per_task))
+    for at in range(0, reps, step):
+        rows = min(step, reps - at)
+        means[at:at + rows] = per_task[rng.integers(0, len(per_task), size=(rows, len(per_task)))].mean(axis=1)
+    lo, hi = percentile_interval(means, expanded_level(0.95, len(per_task)))
     return value, lo, hi, len(per_task)
 
 

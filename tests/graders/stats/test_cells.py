@@ -135,3 +135,29 @@ def test_partition_observations_join_tasks_and_add_delivered() -> None:
 @pytest.mark.parametrize("days", [1, 7, 28])
 def test_shift(days: int) -> None:
     assert shift(shift("2026-12-31", days), -days) == "2026-12-31"
+
+
+def test_rows_do_not_depend_on_how_many_draws_are_held_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bootstrap and permutation draws are chunked to bound memory; a chunk of a few rows gives
+    the same draws in the same order, so the same bytes, as one chunk of all."""
+    import graders.stats.estimators as est
+
+    rng = random.Random(7)
+    daily = {}
+    for day in range(35):
+        acc = CellAcc()
+        for i in range(30):
+            task = f"t{rng.randrange(40)}" if i % 2 else f"run:{day}-{i}"
+            acc.add(Observation(task, rng.gauss(0.0 if day < 28 else 0.4, 1.0), rng.random() < 0.6, "pass"))
+        daily[shift("2026-10-01", day)] = acc
+    end = shift("2026-10-01", 34)
+
+    def rows() -> list[dict[str, object]]:
+        return [*stats_rows("wf", "g", daily, [end], reps=301), regression_row("wf", "g", daily, end, reps=301,
+                                                                             permutations=999)]
+
+    monkeypatch.setattr(est, "CHUNK", 10**9)
+    whole = rows()
+    monkeypatch.setattr(est, "CHUNK", 1000)  # a few rows of draws at a time
+    assert rows() == whole
+    assert whole[-1]["p_value"] is not None and whole[2]["pass_k"] and whole[2]["ci_low"] is not None
