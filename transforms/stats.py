@@ -337,10 +337,10 @@ class FleetStats(beam.PTransform):
              | "DroppedIdents" >> beam.ParDo(CombineInBundle(IdentsCombineFn())))
             | "FlattenGone" >> beam.Flatten()
         )
-        touched = gone | "Touched" >> beam.Keys() | "DistinctTouched" >> beam.Distinct()
+        touched = gone | "Touched" >> beam.Keys()  # a partition once per batch that holds it: plan takes sets
         plans = (
             touched.pipeline
-            | "PlanTrigger" >> beam.Create([None])
+            | "PlanTrigger" >> beam.Impulse()  # one element: a Create adds three steps
             | "Plan" >> beam.Map(_plan_all, beam.pvalue.AsList(touched), output, window, baseline)
         )
         requests = plans | "ReadRequests" >> beam.FlatMap(_keyed_requests)
@@ -359,7 +359,7 @@ class FleetStats(beam.PTransform):
         )
         regressions = (
             touched.pipeline
-            | "RegressionsTrigger" >> beam.Create([None])
+            | "RegressionsTrigger" >> beam.Impulse()
             | "Regressions" >> beam.FlatMap(_all_regressions, beam.pvalue.AsList(series[_SeriesRows.TESTS]),
                                             beam.pvalue.AsSingleton(plans), output, window, baseline)
         )
