@@ -23,9 +23,11 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from graders.jsrt.jsonio import MAX_LINE_LENGTH, JsonError, parse_json
+import msgspec
+
+from graders.jsrt.jsonio import MAX_LINE_LENGTH, JsonError, LineBatch, parse_json
 from graders.runs.download_layout import SANDBOX_TOKEN_USAGE, USAGE_TOKEN_USAGE
 from graders.runs.layout import GRADER_ARCHIVE_DIRS
 from graders.runs.runfiles import RunFiles
@@ -95,8 +97,9 @@ class SafeOutputError:
     source: str  # the file it was read from
 
 
-@dataclass(frozen=True)
-class TokenRecord:
+class TokenRecord(msgspec.Struct, frozen=True, gc=False):
+    """One agent call's token counts (a struct: a large run holds tens of thousands)."""
+
     input: int
     output: int
     cache_read: int
@@ -171,20 +174,27 @@ def _short(text: Any) -> str:
 def _lines(files: RunFiles, rel: str, reading: _Reading) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) of a JSONL file; a line that is no JSON object is counted, not raised."""
     for lineno, raw in enumerate(files.iter_lines(rel), start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        if len(line) > MAX_LINE_LENGTH:
-            reading.malformed[rel] += 1
-            continue
-        try:
-            record = parse_json(line)
-        except (JsonError, UnicodeDecodeError, RecursionError):
-            record = None
-        if isinstance(record, dict):
+        record = _record(raw, rel, reading)
+        if record is not None:
             yield lineno, record
-        else:
-            reading.malformed[rel] += 1
+
+
+def _record(raw: bytes, rel: str, reading: _Reading) -> dict[str, Any] | None:
+    """One JSONL line's record: None for a blank line, and (counted) for one that is no JSON object."""
+    line = raw.strip()
+    if not line:
+        return None
+    if len(line) > MAX_LINE_LENGTH:
+        reading.malformed[rel] += 1
+        return None
+    try:
+        record = parse_json(line)
+    except (JsonError, UnicodeDecodeError, RecursionError):
+        record = None
+    if isinstance(record, dict):
+        return record
+    reading.malformed[rel] += 1
+    return None
 
 
 def _document(files: RunFiles, rel: str, reading: _Reading) -> Any:
@@ -502,15 +512,80 @@ def _token_records(files: RunFiles, reading: _Reading) -> tuple[str | None, list
     rel = next((p for p in TOKEN_USAGE_FILES if files.exists(p)), None)
     if rel is None:
         return None, []
-    records = []
-    for _, rec in _lines(files, rel, reading):
-        if not any(isinstance(rec.get(k), (int, float)) for k in ("input_tokens", "output_tokens")):
-            reading.malformed[rel] += 1
-            continue
-        records.append(TokenRecord(_int(rec.get("input_tokens")), _int(rec.get("output_tokens")),
-                                   _int(rec.get("cache_read_tokens")), _int(rec.get("cache_write_tokens")),
-                                   _text(rec.get("purpose")), _text(rec.get("model"))))
+    records: list[TokenRecord] = []
+    for batch in files.iter_line_batches(rel):
+        if not _token_batch(batch, rel, reading, records):
+            for raw in batch:
+                rec = _record(raw, rel, reading)
+                if rec is not None:
+                    _token_record(rec, rel, reading, records)
     return rel, records
+
+
+def _token_record(rec: dict[str, Any], rel: str, reading: _Reading, records: list[TokenRecord]) -> None:
+    """The reference rule for one parsed line: a record with a numeric input or output count."""
+    if not any(isinstance(rec.get(k), (int, float)) for k in ("input_tokens", "output_tokens")):
+        reading.malformed[rel] += 1
+        return
+    records.append(TokenRecord(_int(rec.get("input_tokens")), _int(rec.get("output_tokens")),
+                               _int(rec.get("cache_read_tokens")), _int(rec.get("cache_write_tokens")),
+                               _text(rec.get("purpose")), _text(rec.get("model"))))
+
+
+_Count = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class _TokenLine(msgspec.Struct, gc=False, rename={"input": "input_tokens", "output": "output_tokens",
+                                                  "cache_read": "cache_read_tokens",
+                                                  "cache_write": "cache_write_tokens"}):
+    """A token-usage line as real logs write it: counts that are non-negative integers or strings
+    (which :func:`_int` reads as 0), or absent (an absent or null input/output count is None),
+    ``purpose`` and ``model`` strings or absent. What it decodes is what :func:`_token_record`
+    reads from ``parse_json``'s record, once strings are read as 0 (:func:`_token_batch`)."""
+
+    input: _Count | str | None = None
+    output: _Count | str | None = None
+    cache_read: _Count | str = 0
+    cache_write: _Count | str = 0
+    purpose: str = ""
+    model: str = ""
+
+
+_TOKEN_LINE: Final = msgspec.json.Decoder(_TokenLine)
+
+
+def _token_batch(batch: LineBatch, rel: str, reading: _Reading, records: list[TokenRecord]) -> bool:
+    """A block of the token-usage file decoded line by line in C, when every line decodes into
+    :class:`_TokenLine`; False (nothing read) sends the block through the per-line rule.
+
+    msgspec accepts a line only where ``parse_json`` gives a record with the same fields (it
+    refuses non-records, nulls, bools, floats and negative counts, bad UTF-8 or lone surrogates
+    in those fields, and nests less deep; what it skips unread, ``parse_json`` reads too, if
+    through its fallback), except an integer beyond 2**53, which JavaScript reads as a double:
+    a block with a 16-digit run takes the per-line rule. The per-record Python was most of the
+    observed layer's cost on runs with large token logs (docs/performance.md)."""
+    if not batch.short:
+        return False
+    kept = list(filter(None, map(bytes.strip, batch)))
+    if kept and batch.long_digits:
+        return False
+    try:
+        lines = list(map(_TOKEN_LINE.decode, kept))
+    except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError are ValueErrors
+        return False
+    append = records.append
+    for line in lines:
+        inp, out, read, write = line.input, line.output, line.cache_read, line.cache_write
+        if type(inp) is not int:  # a string or None: no number (kept only with a numeric output)
+            if type(out) is not int:
+                reading.malformed[rel] += 1
+                continue
+            inp = 0
+        elif type(out) is not int:
+            out = 0
+        append(TokenRecord(inp, out, read if type(read) is int else 0, write if type(write) is int else 0,
+                           line.purpose, line.model))
+    return True
 
 
 def _number(value: Any) -> float | None:

@@ -311,3 +311,75 @@ def test_a_copilot_run_with_session_events_is_not_marked():
     events = "sandbox/agent/logs/copilot-session-state/s1/events.jsonl"
     evidence = read_evidence(memory_run_files({LOG: DEBUG_LOG, events: b"{}\n"}))
     assert not [w for w in evidence.warnings if w.startswith(LOG)]
+
+
+# --- token usage: the block decode against the per-line rule ----------------------------------
+
+_COUNT_VALUES = st.one_of(
+    st.integers(min_value=-3, max_value=2**60), st.floats(allow_nan=False), st.booleans(), st.none(),
+    st.text(max_size=3), st.just(2**53 + 1), st.lists(st.integers(), max_size=2),
+)
+_TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "purpose", "model")
+
+
+@st.composite
+def token_lines(draw: st.DrawFn) -> bytes:
+    """A token-usage line: mostly records of the real shape, with odd values, duplicate keys,
+    non-records, broken JSON, blanks and padding mixed in."""
+    kind = draw(st.sampled_from(["record", "record", "record", "dup", "other", "raw"]))
+    if kind == "raw":
+        return draw(st.sampled_from([b"", b"  ", b"null", b"[1]", b'"x"', b"{not json", b'{"input_tokens": 1}{}',
+                                     b'{"input_tokens": 1, "x": "\\ud800"}', b'{"input_tokens": 1e400}',
+                                     b'{"output_tokens": 2, "x": 1e400}', b'{"output_tokens": 3, "x": "\xff"}',
+                                     b'{"input_tokens": 12345678901234567890}', b"\x0b{}\x0c"]))
+    if kind == "other":
+        return json.dumps(draw(st.one_of(st.integers(), st.lists(st.integers(), max_size=2), st.none()))).encode()
+    record = {}
+    for key in draw(st.lists(st.sampled_from(_TOKEN_FIELDS), unique=True)):
+        record[key] = draw(st.one_of(_COUNT_VALUES, st.sampled_from(["", "router", "gpt-5", "Claude-x"])))
+    text = json.dumps(record)
+    if kind == "dup" and record:
+        text = text[:-1] + f', "{next(iter(record))}": {draw(st.integers(min_value=0, max_value=9))}' + "}"
+    pad = draw(st.sampled_from(["", " ", "\t", "\r"]))
+    return (pad + text + pad).encode()
+
+
+def _token_records_per_line(data: bytes) -> tuple[list[tuple[Any, ...]], int]:
+    """The per-line rule alone: every line parsed with parse_json, as the reference reads it."""
+    from graders.formats.evidence import _Reading, _record, _token_record
+
+    reading = _Reading()
+    records: list[Any] = []
+    for raw in data.split(b"\n"):
+        rec = _record(raw, "t", reading)
+        if rec is not None:
+            _token_record(rec, "t", reading, records)
+    return [(r.input, r.output, r.cache_read, r.cache_write, r.purpose, r.model)
+            for r in records], reading.malformed["t"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(token_lines(), max_size=30))
+def test_token_usage_reads_every_line_as_the_per_line_rule_does(lines):
+    data = b"\n".join(lines)
+    ev = read_evidence(memory_run_files({"token-usage.jsonl": data}))
+    want, malformed = _token_records_per_line(data)
+    assert [(r.input, r.output, r.cache_read, r.cache_write, r.purpose, r.model) for r in ev.token_records] == want
+    assert dict(ev.malformed).get("token-usage.jsonl", 0) == malformed
+
+
+def test_a_block_of_real_shaped_token_lines_is_decoded_whole():
+    from graders.formats.evidence import _Reading, _token_batch
+    from graders.jsrt.jsonio import LineBatch
+
+    lines = [json.dumps({"model": "gpt-5", "input_tokens": 10 + i, "output_tokens": "7", "cache_read_tokens": i,
+                         "purpose": "agent", "request_id": f"r{i}"}).encode() for i in range(3)]
+    lines.append(b'{"model": "claude", "input_tokens": "12"}')  # no numeric count: not a record
+    reading, records = _Reading(), []
+    assert _token_batch(LineBatch(lines, (b"\n".join(lines),), True), "t", reading, records)
+    assert [(r.input, r.output, r.cache_read, r.model) for r in records] == [(10, 0, 0, "gpt-5"), (11, 0, 1, "gpt-5"),
+                                                                            (12, 0, 2, "gpt-5")]
+    assert reading.malformed["t"] == 1
+    # A 16-digit run may be an integer JavaScript reads as a double: the block is left to the line rule.
+    long = [b'{"input_tokens": 9007199254740993}']
+    assert not _token_batch(LineBatch(long, (long[0],), True), "t", _Reading(), [])
