@@ -164,10 +164,12 @@ def _contexts(records: Sequence[TokenRecord]) -> tuple[list[int], int]:
     """(:func:`context_tokens` of each record, how many are :func:`cache_inclusive`).
 
     A large run holds tens of thousands of records and a handful of models: each model is
-    classified once, and a run whose models all count cached tokens reads its inputs as they are."""
+    classified once, and a run whose models all say how they count reads each record in one step."""
     known = {m: _model_counts_cache(m) for m in set(map(_MODEL, records))}
     if all(known.values()):
         return list(map(_INPUT, records)), len(records)
+    if not any(k is None or k for k in known.values()):
+        return [r.input + r.cache_read + r.cache_write for r in records], 0
     sizes: list[int] = []
     inclusive = 0
     for r in records:
@@ -182,6 +184,24 @@ def _contexts(records: Sequence[TokenRecord]) -> tuple[list[int], int]:
     return sizes, inclusive
 
 
+def _agent_contexts(ev: RunEvidence, config: Mapping[str, Any]) -> tuple[list[TokenRecord], int, list[int], int]:
+    """(agent records, excluded, their context sizes, cache-inclusive count): shared by both
+    token graders of a run (the same purposes excluded, the same answer)."""
+    key = ("observed.contexts", _marks(config))
+    found = ev.derived.get(key)
+    if found is None:
+        kept, dropped = agent_records(ev, config)
+        found = ev.derived[key] = (kept, dropped, *_contexts(kept))
+    kept, dropped, sizes, inclusive = found
+    return kept, dropped, sizes, inclusive
+
+
+def _marks(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The lowercased ``exclude_purposes`` marks (router/classifier calls by default)."""
+    excluded = config.get("exclude_purposes", EXCLUDED_PURPOSES)
+    return tuple(m.lower() for m in excluded if isinstance(m, str) and m) if isinstance(excluded, list | tuple) else ()
+
+
 _MODEL: Final = operator.attrgetter("model")
 _PURPOSE: Final = operator.attrgetter("purpose")
 _INPUT: Final = operator.attrgetter("input")
@@ -190,8 +210,7 @@ _OUTPUT: Final = operator.attrgetter("output")
 
 def agent_records(ev: RunEvidence, config: Mapping[str, Any]) -> tuple[list[TokenRecord], int]:
     """The agent's own calls (router/classifier ``purpose`` excluded), and how many were excluded."""
-    excluded = config.get("exclude_purposes", EXCLUDED_PURPOSES)
-    marks = [m.lower() for m in excluded if isinstance(m, str) and m] if isinstance(excluded, list | tuple) else []
+    marks = _marks(config)
     # Each distinct purpose is tested once (a run has a few, over all its records).
     dropped = {p for p in set(map(_PURPOSE, ev.token_records)) if any(m in p.lower() for m in marks)}
     kept = [r for r in ev.token_records if r.purpose not in dropped] if dropped else list(ev.token_records)
@@ -208,10 +227,9 @@ def _token_details(ev: RunEvidence, kept: Sequence[TokenRecord], excluded: int, 
 def context_growth_cached(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
     """gh-aw's context-growth over cache-aware context sizes and agent calls only:
     Σ(context_i + output_i) / (context_1 + output_1); 1 with one call or a zero first call."""
-    kept, excluded = agent_records(ev, config)
+    kept, excluded, sizes, inclusive = _agent_contexts(ev, config)
     if not kept:
         return _unavailable("no agent token-usage records in the run")
-    sizes, inclusive = _contexts(kept)
     first = sizes[0] + kept[0].output
     value = 1.0 if len(kept) < 2 or first == 0 else (sum(sizes) + sum(map(_OUTPUT, kept))) / first
     return {"value": value, "details": _token_details(ev, kept, excluded, sizes, inclusive)}
@@ -220,8 +238,7 @@ def context_growth_cached(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
 def working_set_rebuild_factor_cached(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
     """gh-aw's working-set-rebuild-factor over cache-aware context sizes and agent calls only:
     max(1, Σ context_i / max context_i)."""
-    kept, excluded = agent_records(ev, config)
-    sizes, inclusive = _contexts(kept)
+    kept, excluded, sizes, inclusive = _agent_contexts(ev, config)
     if not sizes or max(sizes) == 0:
         return _unavailable("no agent token-usage records with a context size in the run")
     return {"value": max(1.0, sum(sizes) / max(sizes)), "details": _token_details(ev, kept, excluded, sizes, inclusive)}

@@ -19,6 +19,7 @@ all is a warning of the evidence. The run's reading budget (size, bytes, time) s
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -97,15 +98,24 @@ class SafeOutputError:
     source: str  # the file it was read from
 
 
-class TokenRecord(msgspec.Struct, frozen=True, gc=False):
-    """One agent call's token counts (a struct: a large run holds tens of thousands)."""
+_Count = Annotated[int, msgspec.Meta(ge=0)]
+_TOKEN_KEYS: Final = {"input": "input_tokens", "output": "output_tokens", "cache_read": "cache_read_tokens",
+                      "cache_write": "cache_write_tokens"}
 
-    input: int
-    output: int
-    cache_read: int
-    cache_write: int
-    purpose: str
-    model: str
+
+class TokenRecord(msgspec.Struct, frozen=True, gc=False, rename=_TOKEN_KEYS):
+    """One agent call's token counts (a struct: a large run holds tens of thousands).
+
+    Also the line shape most real logs hold (both counts non-negative integers, the cache counts
+    absent or such integers, ``purpose`` and ``model`` absent or strings): a line decoded into it
+    is what the per-line rule reads from it (the constraints hold when decoding only)."""
+
+    input: _Count
+    output: _Count
+    cache_read: _Count = 0
+    cache_write: _Count = 0
+    purpose: str = ""
+    model: str = ""
 
 
 @dataclass(frozen=True)
@@ -135,6 +145,12 @@ class RunEvidence:
     # (path, lines skipped) for every file that had unreadable lines or records.
     malformed: tuple[tuple[str, int], ...] = ()
     warnings: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def derived(self) -> dict[Any, Any]:
+        """What graders derive from the evidence alone, by a module-prefixed key: computed by the
+        first grader that needs it and shared by the run's others (never compared or hashed)."""
+        return {}
 
     @property
     def conclusion(self) -> Outcome | None:
@@ -532,12 +548,7 @@ def _token_record(rec: dict[str, Any], rel: str, reading: _Reading, records: lis
                                _text(rec.get("purpose")), _text(rec.get("model"))))
 
 
-_Count = Annotated[int, msgspec.Meta(ge=0)]
-
-
-class _TokenLine(msgspec.Struct, gc=False, rename={"input": "input_tokens", "output": "output_tokens",
-                                                  "cache_read": "cache_read_tokens",
-                                                  "cache_write": "cache_write_tokens"}):
+class _TokenLine(msgspec.Struct, gc=False, rename=_TOKEN_KEYS):
     """A token-usage line as real logs write it: counts that are non-negative integers or strings
     (which :func:`_int` reads as 0), or absent (an absent or null input/output count is None),
     ``purpose`` and ``model`` strings or absent. What it decodes is what :func:`_token_record`
@@ -552,11 +563,13 @@ class _TokenLine(msgspec.Struct, gc=False, rename={"input": "input_tokens", "out
 
 
 _TOKEN_LINE: Final = msgspec.json.Decoder(_TokenLine)
+_TOKEN_RECORD: Final = msgspec.json.Decoder(TokenRecord)
 
 
 def _token_batch(batch: LineBatch, rel: str, reading: _Reading, records: list[TokenRecord]) -> bool:
     """A block of the token-usage file decoded line by line in C, when every line decodes into
-    :class:`_TokenLine`; False (nothing read) sends the block through the per-line rule.
+    a :class:`TokenRecord` (most real blocks) or else into a :class:`_TokenLine`; False (nothing
+    read) sends the block through the per-line rule.
 
     msgspec accepts a line only where ``parse_json`` gives a record with the same fields (it
     refuses non-records, nulls, bools, floats and negative counts, bad UTF-8 or lone surrogates
@@ -569,9 +582,14 @@ def _token_batch(batch: LineBatch, rel: str, reading: _Reading, records: list[To
     kept = list(filter(None, map(bytes.strip, batch)))
     if kept and batch.long_digits:
         return False
+    try:  # most blocks: every line a TokenRecord as it is
+        records.extend(list(map(_TOKEN_RECORD.decode, kept)))
+        return True
+    except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError are ValueErrors
+        pass
     try:
         lines = list(map(_TOKEN_LINE.decode, kept))
-    except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError are ValueErrors
+    except (ValueError, RecursionError):
         return False
     append = records.append
     for line in lines:

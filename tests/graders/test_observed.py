@@ -151,3 +151,15 @@ def test_the_token_graders_read_each_record_as_the_per_record_rules_do(rows):
     assert kept == [r for r in records if not any(m in r.purpose.lower() for m in marks)]
     assert excluded == len(records) - len(kept)
     assert _contexts(kept) == ([context_tokens(r) for r in kept], sum(map(cache_inclusive, kept)))
+
+
+def test_what_the_token_graders_share_in_a_run_depends_on_the_excluded_purposes():
+    from graders.families.observed import context_growth_cached
+
+    records = (claude(800, 20, 0, 0, "routing_classification"), claude(2, 10, 0, 1000), claude(2, 10, 1000, 500))
+    ev = RunEvidence(token_file="t.jsonl", token_records=records)
+    default = context_growth_cached(ev, {})
+    everything = context_growth_cached(ev, {"exclude_purposes": []})
+    assert json.loads(default["details"])["agent_calls"] == 2
+    assert json.loads(everything["details"])["agent_calls"] == 3
+    assert context_growth_cached(ev, {}) == default
