@@ -524,18 +524,47 @@ def _safe_output_errors(files: RunFiles, calls: list[McpCall], session: str | No
     return out, sources
 
 
-def _token_records(files: RunFiles, reading: _Reading) -> tuple[str | None, list[TokenRecord]]:
+def _token_records(files: RunFiles, reading: _Reading, tokens: TokenLines | None = None,
+                   ) -> tuple[str | None, list[TokenRecord]]:
     rel = next((p for p in TOKEN_USAGE_FILES if files.exists(p)), None)
     if rel is None:
         return None, []
+    if tokens is not None and tokens.file == rel:  # read whole already, block by block
+        malformed = tokens.reading.malformed[rel]
+        if malformed:
+            reading.malformed[rel] += malformed
+        return rel, tokens.records
     records: list[TokenRecord] = []
     for batch in files.iter_line_batches(rel):
-        if not _token_batch(batch, rel, reading, records):
-            for raw in batch:
-                rec = _record(raw, rel, reading)
-                if rec is not None:
-                    _token_record(rec, rel, reading, records)
+        _token_block(batch, rel, reading, records)
     return rel, records
+
+
+class TokenLines:
+    """The token-usage records of one run, read from the blocks of the file as another reader
+    of the same file reads them (preprocessing, in ``prepare_run``), so the file is read, hashed
+    and split once. Give it to :func:`read_evidence` once ``file`` is set (:meth:`finish`)."""
+
+    def __init__(self) -> None:
+        self.records: list[TokenRecord] = []
+        self.reading = _Reading()
+        self.file: str | None = None  # the file every block of which was fed, in order
+
+    def feed(self, rel: str, batch: LineBatch) -> None:
+        _token_block(batch, rel, self.reading, self.records)
+
+    def finish(self, rel: str | None) -> None:
+        """``rel`` was fed whole (None: no file was)."""
+        self.file = rel
+
+
+def _token_block(batch: LineBatch, rel: str, reading: _Reading, records: list[TokenRecord]) -> None:
+    """One block's records: decoded whole when it can be, else line by line."""
+    if not _token_batch(batch, rel, reading, records):
+        for raw in batch:
+            rec = _record(raw, rel, reading)
+            if rec is not None:
+                _token_record(rec, rel, reading, records)
 
 
 def _token_record(rec: dict[str, Any], rel: str, reading: _Reading, records: list[TokenRecord]) -> None:
@@ -685,9 +714,11 @@ def evidence_warnings(evidence: RunEvidence) -> list[str]:
     return out + list(evidence.warnings)
 
 
-def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None) -> RunEvidence:
+def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None,
+                  tokens: TokenLines | None = None) -> RunEvidence:
     """Everything the observed layer reads from one run (``aw_info`` as already read by
-    graders/runs/runmeta.py, so the file is not read twice)."""
+    graders/runs/runmeta.py, so the file is not read twice; ``tokens``: the token-usage file as
+    preprocessing read it, used when it is the file read here)."""
     reading = _Reading()
     session_conclusions, session_file, session_safe_errors = _session(files, reading)
     conclusions = [*_run_summary(files, reading), *_aw_info(aw_info), *session_conclusions, *_agent_stdio(files)]
@@ -698,7 +729,7 @@ def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None) -> 
     if mcp_file is not None:
         calls, orphans, filtered = pair_rpc_records(list(_lines(files, mcp_file, reading)))
     safe_errors, safe_sources = _safe_output_errors(files, calls, session_file, session_safe_errors, reading)
-    token_file, tokens = _token_records(files, reading)
+    token_file, token_records = _token_records(files, reading, tokens)
     archived_file, archived = _archived(files, reading)
     for rel, n in debug_log_tool_calls(files, reading):
         reading.warnings.append(f"{rel}: {n} tool call(s) of this Copilot CLI run appear only in its debug log "
@@ -712,7 +743,7 @@ def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None) -> 
         safe_output_errors=tuple(safe_errors),
         safe_output_sources=tuple(safe_sources),
         token_file=token_file,
-        token_records=tuple(tokens),
+        token_records=tuple(token_records),
         archived_file=archived_file,
         archived_results=archived,
         malformed=tuple(sorted(reading.malformed.items())),

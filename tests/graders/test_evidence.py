@@ -383,3 +383,39 @@ def test_a_block_of_real_shaped_token_lines_is_decoded_whole():
     # A 16-digit run may be an integer JavaScript reads as a double: the block is left to the line rule.
     long = [b'{"input_tokens": 9007199254740993}']
     assert not _token_batch(LineBatch(long, (long[0],), True), "t", _Reading(), [])
+
+
+_SANDBOX_TOKENS = "sandbox/firewall/logs/api-proxy-logs/token-usage.jsonl"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(token_lines(), max_size=20), st.sampled_from([_SANDBOX_TOKENS, "token-usage.jsonl"]))
+def test_token_records_read_from_preprocessings_blocks_are_the_ones_read_apart(lines, rel):
+    from graders.formats.evidence import TokenLines
+    from graders.formats.ghaw.preprocess import PreprocessReport, preprocess
+
+    data = b"\n".join(lines)
+    alone = read_evidence(memory_run_files({rel: data}))
+    files = memory_run_files({rel: data})
+    report, tokens = PreprocessReport(), TokenLines()
+    preprocess(files, report, tokens.feed)
+    tokens.finish(report.sources.get("tokenUsage"))
+    shared = read_evidence(files, None, tokens)
+    assert (shared.token_file, shared.token_records, shared.malformed) == (alone.token_file, alone.token_records,
+                                                                          alone.malformed)
+
+
+def test_a_runs_token_log_is_read_once_for_preprocessing_and_the_observed_layer():
+    from unittest.mock import patch
+
+    from graders.prepare import prepare_run
+    from graders.runs.runfiles import RunFiles
+
+    record = {"input_tokens": 2, "output_tokens": 5, "cache_read_tokens": 100, "purpose": "", "model": "gpt-5"}
+    files = memory_run_files({_SANDBOX_TOKENS: jsonl(record, record),
+                              "aw_info.json": json.dumps({"workflow_name": "w", "run_id": 1,
+                                                          "created_at": "2026-01-02T00:00:00Z"}).encode()})
+    with patch.object(RunFiles, "iter_line_batches", autospec=True, side_effect=RunFiles.iter_line_batches) as reads:
+        prep = prepare_run(files, "w/run-1")
+    assert [call.args[1] for call in reads.call_args_list].count(_SANDBOX_TOKENS) == 1
+    assert prep.evidence is not None and [r.cache_read for r in prep.evidence.token_records] == [100, 100]
