@@ -331,7 +331,9 @@ def token_lines(draw: st.DrawFn) -> bytes:
         return draw(st.sampled_from([b"", b"  ", b"null", b"[1]", b'"x"', b"{not json", b'{"input_tokens": 1}{}',
                                      b'{"input_tokens": 1, "x": "\\ud800"}', b'{"input_tokens": 1e400}',
                                      b'{"output_tokens": 2, "x": 1e400}', b'{"output_tokens": 3, "x": "\xff"}',
-                                     b'{"input_tokens": 12345678901234567890}', b"\x0b{}\x0c"]))
+                                     b'{"input_tokens": 12345678901234567890}', b"\x0b{}\x0c",
+                                     b'{"output_tokens": 2, "x": 123456789012345678901234567890}',
+                                     b'{"input_tokens": 9007199254740993, "output_tokens": 1}']))
     if kind == "other":
         return json.dumps(draw(st.one_of(st.integers(), st.lists(st.integers(), max_size=2), st.none()))).encode()
     record = {}
@@ -380,9 +382,11 @@ def test_a_block_of_real_shaped_token_lines_is_decoded_whole():
     assert [(r.input, r.output, r.cache_read, r.model) for r in records] == [(10, 0, 0, "gpt-5"), (11, 0, 1, "gpt-5"),
                                                                             (12, 0, 2, "gpt-5")]
     assert reading.malformed["t"] == 1
-    # A 16-digit run may be an integer JavaScript reads as a double: the block is left to the line rule.
-    long = [b'{"input_tokens": 9007199254740993}']
-    assert not _token_batch(LineBatch(long, (long[0],), True), "t", _Reading(), [])
+    # A count beyond 2**53 is a double in JavaScript: the block is left to the line rule. One that
+    # is not read (request_id) changes nothing.
+    for line, decoded in ((b'{"input_tokens": 9007199254740993}', False), (b'{"input_tokens": 9007199254740992}', True),
+                          (b'{"input_tokens": 1, "request_id": 90071992547409930}', True)):
+        assert _token_batch(LineBatch([line], (line,), True), "t", _Reading(), []) is decoded
 
 
 _SANDBOX_TOKENS = "sandbox/firewall/logs/api-proxy-logs/token-usage.jsonl"
