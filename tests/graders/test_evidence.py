@@ -423,3 +423,21 @@ def test_a_runs_token_log_is_read_once_for_preprocessing_and_the_observed_layer(
         prep = prepare_run(files, "w/run-1")
     assert [call.args[1] for call in reads.call_args_list].count(_SANDBOX_TOKENS) == 1
     assert prep.evidence is not None and [r.cache_read for r in prep.evidence.token_records] == [100, 100]
+
+
+def test_a_token_log_over_several_blocks_reads_as_the_per_line_rule_does():
+    # Several 64 KiB blocks, lines split across them, and odd lines in some blocks only.
+    lines = []
+    for i in range(3000):
+        record = {"timestamp": "2026-01-02T00:00:00Z", "model": "claude-x" if i % 7 else "gpt-5",
+                  "input_tokens": i, "output_tokens": str(i) if i % 500 == 3 else i % 13, "request_id": f"r{i:06d}",
+                  "cache_read_tokens": i // 2, "purpose": "router" if i % 11 == 0 else "agent"}
+        lines.append(json.dumps(record).encode())
+    lines[1700] = b"{broken"
+    lines[2900] = b'{"input_tokens": 9007199254740993, "output_tokens": 1}'
+    data = b"\n".join(lines) + b"\n"
+    ev = read_evidence(memory_run_files({"token-usage.jsonl": data}))
+    want, malformed = _token_records_per_line(data)
+    assert [(r.input, r.output, r.cache_read, r.cache_write, r.purpose, r.model) for r in ev.token_records] == want
+    assert dict(ev.malformed).get("token-usage.jsonl", 0) == malformed == 1
+    assert len(data) > 4 * 64 * 1024
