@@ -65,6 +65,7 @@ def _env() -> dict[str, str]:
     compiles every first-party module on every start (~0.2-0.3 s here), base and new alike."""
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop("PYTHONPATH", None)  # each executable imports its own checkout, never this one
     return env
 
 
@@ -215,11 +216,13 @@ def phases(exe: str, root: Path) -> tuple[Phases, int]:
     exists), and the number of bundles run. The interpreter's start and the exit are timed from
     outside, wall only."""
     python = Path(exe).read_text().splitlines()[0].removeprefix("#!").strip()
-    out = Path(tempfile.mkdtemp(prefix="fixedcost-", dir=BENCH_DIR))
+    out = Path(tempfile.mkdtemp(prefix="fixedcost-", dir=BENCH_DIR)).resolve()
     try:
         started = time.time()
-        done = subprocess.run(_pinned([python, "-c", _PHASES_CHILD, str(root), str(out / "out")]),
-                              capture_output=True, text=True, env=_env())
+        # Run from the scratch folder: ``-c`` puts the working directory first on sys.path, which
+        # in a checkout would import its modules instead of the measured executable's.
+        done = subprocess.run(_pinned([python, "-c", _PHASES_CHILD, str(root.resolve()), str(out / "out")]),
+                              capture_output=True, text=True, env=_env(), cwd=out)
         ended = time.time()
         if done.returncode != 0:
             raise RuntimeError(done.stderr[-2000:])
