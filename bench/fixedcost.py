@@ -124,6 +124,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
     pin = "pinned to core 0" if shutil.which("taskset") else "not pinned (no taskset)"
     rows = []
     fixed: dict[str, float] = {}
+    fixed_cpu: dict[str, float] = {}
     for name, exe in exes.items():
         label = "" if name == "this" else "base: "
         times = best[name]
@@ -133,7 +134,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
                             note=f"best of {1 if n > 1000 else REPEATS}, {pin}; CPU {c:.2f} s"
                             + (f"; {exe}" if name == "base" else "")))
         fixed[name], slope = fixed_and_slope(10, times[10][0], 200, times[200][0])
-        fixed_cpu, slope_cpu = fixed_and_slope(10, times[10][1], 200, times[200][1])
+        fixed_cpu[name], slope_cpu = fixed_and_slope(10, times[10][1], 200, times[200][1])
         rows.append(row(f"{label}per-run cost, 10 → 200 runs", slope * 1000, "ms", note=f"CPU {slope_cpu * 1000:.2f} ms"))
         if 10_000 in times:
             _, slope_large = fixed_and_slope(200, times[200][0], 10_000, times[10_000][0])
@@ -141,11 +142,13 @@ def run(quick: bool) -> list[dict[str, Any]]:
             rows.append(row(f"{label}per-run cost, 200 → 10k runs", slope_large * 1000, "ms",
                             note=f"CPU {slope_large_cpu * 1000:.2f} ms"))
         rows.append(row(f"{label}fixed cost (200-run fleet)", fixed[name], "s",
-                        note=f"{fixed[name] / times[200][0]:.0%} of the 200-run wall time; CPU {fixed_cpu:.2f} s"))
+                        note=f"{fixed[name] / times[200][0]:.0%} of the 200-run wall time; CPU {fixed_cpu[name]:.2f} s"))
     name = "fixed cost, this / base (200-run fleet)"
     if "base" in fixed:
+        # Judged on wall time, as the issue asks; on a shared machine the CPU ratio is the steadier.
+        cpu = fixed_cpu["this"] / fixed_cpu["base"]
         rows.append(row(name, fixed["this"], "s", baseline=fixed["base"], ratio=fixed["this"] / fixed["base"],
-                        target="fixedcost"))
+                        target="fixedcost", note=f"CPU time: {fixed_cpu['this']:.2f} / {fixed_cpu['base']:.2f} s = {cpu:.2f}"))
     else:  # no row carries the target, so it is not judged (bench/targets.py)
         rows.append(row(name, fixed["this"], "s", note=f"no base measured (set {BASE_ENV}): no verdict"))
     return rows

@@ -38,6 +38,7 @@ def test_rows_with_a_base_carry_the_target(monkeypatch: pytest.MonkeyPatch, tmp_
     assert rows["per-run cost, 10 → 200 runs"]["value"] == pytest.approx(10.0)
     ratio = rows["fixed cost, this / base (200-run fleet)"]
     assert ratio["ratio"] == pytest.approx(0.4) and ratio["target"] == "fixedcost"
+    assert ratio["note"] == "CPU time: 0.50 / 1.25 s = 0.40"  # the fake CPU times are half the wall times
     [verdict] = [r for r in judge(list(rows.values())) if "fixed cost" in r["name"]]
     assert verdict["met"] is True and verdict["note"].startswith("met (target <= 0.5")
 
