@@ -21,6 +21,9 @@ class Target:
     name: str
     limit: float
     at_most: bool  # ratio <= limit (True) or ratio >= limit (False)
+    # Judged only when a part marked a row for it: a comparison whose other side is optional
+    # (the fixed cost against a base checkout's) is reported without a verdict otherwise.
+    optional: bool = False
 
     def judge(self, rows: list[Row]) -> Row:
         marked = [r for r in rows if r.get("target") == self.key]
@@ -56,6 +59,9 @@ TARGETS = (
     # the speed of orjson parsing the bytes it read, on every tier (not only on large runs).
     Target("tier-reference", "target: core / gh-aw reference (warm Node), every tier", 2.0, at_most=False),
     Target("tier-floor", "target: core / orjson parse floor, every tier", 0.5, at_most=False),
+    # Issue 33: a 200-run fleet's fixed cost (bench/fixedcost.py) at most half the base
+    # checkout's measured in the same run; judged only when a base was given.
+    Target("fixedcost", "target: fixed cost / base's, 200-run fleet", 0.5, at_most=True, optional=True),
 )
 
 
@@ -65,7 +71,8 @@ def judge(rows: list[Row], quick: bool = False) -> list[Row]:
     The targets are set for the default fleets; the quick ones are too small for them (a
     150-run fleet has a handful of large runs, and start-up weighs more), so a quick run's
     verdicts say they are indicative."""
-    judged = [t.judge(rows) for t in TARGETS]
+    judged = [t.judge(rows) for t in TARGETS
+              if not t.optional or any(r.get("target") == t.key for r in rows)]
     if quick:
         for r in judged:
             r["note"] += " [quick fleets: indicative only; the targets are judged by make bench]"

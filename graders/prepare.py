@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graders.families.opvalue.archived import archived_entry
-from graders.formats.evidence import RunEvidence, evidence_warnings, read_evidence
+from graders.formats.evidence import RunEvidence, TokenLines, evidence_warnings, read_evidence
 from graders.formats.ghaw.preprocess import PreprocessReport, preprocess, read_evals, read_trajectory_ir_file
 from graders.formats.model import Run
 from graders.grading.plan import GradingPlan, PlanEntry, with_entry
@@ -71,11 +71,14 @@ def prepare_run(
     meta = identify(files, run_root)
     _, aw_info = read_aw_info(files)
     report = PreprocessReport(warnings=list(files.warnings))
-    trace = preprocess(files, report)
+    # The observed layer reads the token-usage file's records from the blocks preprocessing reads.
+    tokens = TokenLines()
+    trace = preprocess(files, report, tokens.feed)
+    tokens.finish(report.sources.get("tokenUsage"))
     evals = read_evals(files, report)
     archived = archived_entry(files)
     file_ir = read_trajectory_ir_file(files, report)
-    evidence = read_evidence(files, aw_info)
+    evidence = read_evidence(files, aw_info, tokens)
     report.warnings.extend(evidence_warnings(evidence))
     files.check_time()  # preprocessing after the last read counts too
     return PreparedRun(meta, trace, report, files.input_digest(), evals, aw_info, archived, file_ir, evidence=evidence)

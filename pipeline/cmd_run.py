@@ -8,6 +8,7 @@ import time
 
 from pipeline.errors import UsageError
 from pipeline.options import add_run_arguments
+from transforms.heap import relax_young_collections
 
 LOG = logging.getLogger("fleetgrade")
 
@@ -25,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def handle(args: argparse.Namespace) -> int:
+    # First, as a worker does after set-up: the job's imports and graph make ~0.3M containers,
+    # over which CPython's young threshold (700) ran ~450 collections (docs/performance.md, "Fixed cost").
+    relax_young_collections()
     # Everything that can be wrong with the command is checked before any run is read.
     from pipeline import preflight
     from pipeline.launch import check_local, counter, launch

@@ -157,7 +157,7 @@ class DiscoverAndDecide(beam.PTransform):
     def expand(self, pbegin: beam.pvalue.PBegin) -> tuple[beam.PCollection, beam.PCollection]:
         decided = (
             pbegin
-            | "Root" >> beam.Create([None])
+            | "Root" >> beam.Impulse()  # one element: a Create adds three steps (issue 33, fixed cost)
             | "Decide" >> beam.ParDo(self.decide).with_outputs(KEEP, main="todo")
         )
         # One batch per key: the shuffle only spreads the batches (a fusion break, so that

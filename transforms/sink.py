@@ -270,7 +270,7 @@ class WriteTables(beam.PTransform):
         )
         return (
             actions.pipeline
-            | "CommitTrigger" >> beam.Create([None])
+            | "CommitTrigger" >> beam.Impulse()  # one element: a Create adds three steps
             | "Commit" >> beam.FlatMap(
                 commit, beam.pvalue.AsList(actions), output=self.output, staging=self.staging, tables=names,
                 job=self.token)

@@ -76,8 +76,12 @@ class Prepare(beam.PTransform):
                 "dead_state": prepared[DEAD_STATE]}
 
 
+DROPS = "drops"  # _StateRows's side output
+
+
 class _StateRows(beam.DoFn):
-    """The new ``_state`` row of a graded run or of a dead-lettered one."""
+    """The new ``_state`` row of a graded run or of a dead-lettered one, and tagged ``drops``: the
+    rows its earlier grading wrote (one step for both, not two: issue 33, fixed cost)."""
 
     def __init__(self, plans: PlanSet, cfg: TraceConfig) -> None:
         self.plans, self.cfg = plans, cfg
@@ -85,15 +89,18 @@ class _StateRows(beam.DoFn):
     def setup(self) -> None:
         self.digests = GradingDigests(self.plans, self.cfg)
 
-    def process(self, item: PreparedRun | tuple[dict[str, Any], str, Any]) -> Iterator[dict[str, Any]]:
+    def process(self, item: PreparedRun | tuple[dict[str, Any], str, Any]) -> Iterator[Any]:
         if isinstance(item, PreparedRun):
             m = item.meta
             yield graded_state(m.root, item.listing_digest, self.digests.for_workflow(m.workflow), m.workflow,
                                m.date, m.run_id, m.attempt)
-            return
-        row, digest, _ = item
-        yield dead_state(row["input"], digest, self.digests.for_workflow(row.get("workflow")),
-                         row.get("workflow"), row.get("date"))
+            previous = item.previous
+        else:
+            row, digest, previous = item
+            yield dead_state(row["input"], digest, self.digests.for_workflow(row.get("workflow")),
+                             row.get("workflow"), row.get("date"))
+        for drop in drops_for(previous):
+            yield beam.pvalue.TaggedOutput(DROPS, drop)
 
 
 class TrackState(beam.PTransform):
@@ -105,13 +112,20 @@ class TrackState(beam.PTransform):
         self.plans, self.cfg = plans, cfg
 
     def expand(self, runs: dict[str, Any]) -> dict[str, Any]:
-        graded, dead = runs["graded"], runs["dead"]
-        state = {"graded": graded | "GradedState" >> beam.ParDo(_StateRows(self.plans, self.cfg))}
-        drops = [graded | "PreviousRows" >> beam.FlatMap(lambda prep: drops_for(prep.previous))]
-        for name, items in dead.items():
-            state[name] = items | f"DeadState[{name}]" >> beam.ParDo(_StateRows(self.plans, self.cfg))
-            drops.append(items | f"PreviousDeadRows[{name}]" >> beam.FlatMap(lambda item: drops_for(item[2])))
+        parts = {"graded": ("GradedState", runs["graded"]),
+                 **{name: (f"DeadState[{name}]", items) for name, items in runs["dead"].items()}}
+        state, drops = {}, []
+        for name, (label, items) in parts.items():
+            out = items | label >> beam.ParDo(_StateRows(self.plans, self.cfg)).with_outputs(DROPS, main="state")
+            state[name] = out.state
+            drops.append(out[DROPS])
         return {"state": state, "drops": tuple(drops) | "FlattenDrops" >> beam.Flatten()}
+
+
+def _graded_identity(state: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+    """A kept run's partition and identity, if it was graded (a dead letter has no verdicts)."""
+    if state.get("outcome") == "graded":
+        yield kept_identity(state)
 
 
 class TraceVerdicts(beam.PTransform):
@@ -128,8 +142,7 @@ class TraceVerdicts(beam.PTransform):
         # stored verdicts are read where they are carried, so they never cross a shuffle.
         carried = (
             tuple(
-                part | f"GradedKept[{name}]" >> beam.Filter(lambda s: s.get("outcome") == "graded")
-                | f"KeyKept[{name}]" >> beam.Map(kept_identity)
+                part | f"KeyKept[{name}]" >> beam.FlatMap(_graded_identity)
                 for name, part in inputs["kept"].items()
             )
             | "FlattenKeptKeys" >> beam.Flatten()

@@ -37,11 +37,13 @@ class TaskReliability(beam.PTransform):
         fn = TupleCombineFn(PassKCombineFn(self.max_k), max)
         # Each part is combined into one partial per task before they are flattened: the local
         # runner materializes a Flatten, and a (task, outcome) pair per run held one per run.
-        # A workflow with one busy task would put every run on one worker: fan the combine out.
+        # The combine is lifted: each bundle's runs of a task are counted before the shuffle, so a
+        # busy task merges one small accumulator per bundle. A hot-key fanout added two shuffles
+        # per part, a fifth of the local runner's stages (docs/performance.md, "Fixed cost").
         partials = tuple(
             part
             | f"KeyByTask[{i}]" >> beam.Map(_task_outcome)
-            | f"PartialPassK[{i}]" >> beam.CombinePerKey(Partial(fn)).with_hot_key_fanout(8)
+            | f"PartialPassK[{i}]" >> beam.CombinePerKey(Partial(fn))
             for i, part in enumerate(parts)
         )
         flat = partials[0] if len(partials) == 1 else partials | "FlattenPartials" >> beam.Flatten()

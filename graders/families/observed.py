@@ -12,6 +12,7 @@ Formulas, inputs and reasons: docs/observed-graders.md.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -132,16 +133,23 @@ def safe_output_error_count(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
 # --- cache-aware token graders ----------------------------------------------------------------
 
 
-def cache_inclusive(record: TokenRecord) -> bool:
-    """Whether the record's ``input_tokens`` already count its cached tokens: GPT-family models
-    yes, Claude no; another model yes unless its cache counts exceed its input (which only a
-    cache-exclusive count can)."""
-    model = record.model.lower()
+def _model_counts_cache(model: str) -> bool | None:
+    """Whether a model's ``input_tokens`` count its cached tokens: True for GPT-family models,
+    False for Claude, None when only the record's own counts can tell."""
+    model = model.lower()
     if model.startswith("claude"):
         return False
     if model.startswith(_CACHE_INCLUSIVE_PREFIXES) or "gpt-" in model:
         return True
-    return record.cache_read + record.cache_write <= record.input
+    return None
+
+
+def cache_inclusive(record: TokenRecord) -> bool:
+    """Whether the record's ``input_tokens`` already count its cached tokens: GPT-family models
+    yes, Claude no; another model yes unless its cache counts exceed its input (which only a
+    cache-exclusive count can)."""
+    known = _model_counts_cache(record.model)
+    return record.cache_read + record.cache_write <= record.input if known is None else known
 
 
 def context_tokens(record: TokenRecord) -> int:
@@ -152,40 +160,88 @@ def context_tokens(record: TokenRecord) -> int:
     return record.input + record.cache_read + record.cache_write
 
 
+def _contexts(records: Sequence[TokenRecord]) -> tuple[list[int], int]:
+    """(:func:`context_tokens` of each record, how many are :func:`cache_inclusive`).
+
+    A large run holds tens of thousands of records and a handful of models: each model is
+    classified once, and a run whose models all say how they count reads each record in one step."""
+    known = {m: _model_counts_cache(m) for m in set(map(_MODEL, records))}
+    if all(known.values()):
+        return list(map(_INPUT, records)), len(records)
+    if not any(k is None or k for k in known.values()):
+        return [r.input + r.cache_read + r.cache_write for r in records], 0
+    sizes: list[int] = []
+    inclusive = 0
+    for r in records:
+        k = known[r.model]
+        if k is None:
+            k = r.cache_read + r.cache_write <= r.input
+        if k:
+            sizes.append(r.input)
+            inclusive += 1
+        else:
+            sizes.append(r.input + r.cache_read + r.cache_write)
+    return sizes, inclusive
+
+
+def _agent_contexts(ev: RunEvidence, config: Mapping[str, Any]) -> tuple[list[TokenRecord], int, list[int], int]:
+    """(agent records, excluded, their context sizes, cache-inclusive count): shared by both
+    token graders of a run (the same purposes excluded, the same answer)."""
+    key = ("observed.contexts", _marks(config))
+    found = ev.derived.get(key)
+    if found is None:
+        kept, dropped = agent_records(ev, config)
+        found = ev.derived[key] = (kept, dropped, *_contexts(kept))
+    kept, dropped, sizes, inclusive = found
+    return kept, dropped, sizes, inclusive
+
+
+def _marks(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The lowercased ``exclude_purposes`` marks (router/classifier calls by default)."""
+    excluded = config.get("exclude_purposes", EXCLUDED_PURPOSES)
+    return tuple(m.lower() for m in excluded if isinstance(m, str) and m) if isinstance(excluded, list | tuple) else ()
+
+
+_MODEL: Final = operator.attrgetter("model")
+_PURPOSE: Final = operator.attrgetter("purpose")
+_INPUT: Final = operator.attrgetter("input")
+_OUTPUT: Final = operator.attrgetter("output")
+
+
 def agent_records(ev: RunEvidence, config: Mapping[str, Any]) -> tuple[list[TokenRecord], int]:
     """The agent's own calls (router/classifier ``purpose`` excluded), and how many were excluded."""
-    excluded = config.get("exclude_purposes", EXCLUDED_PURPOSES)
-    marks = [m.lower() for m in excluded if isinstance(m, str) and m] if isinstance(excluded, list | tuple) else []
-    kept = [r for r in ev.token_records if not any(m in r.purpose.lower() for m in marks)]
+    marks = _marks(config)
+    # Each distinct purpose is tested once (a run has a few, over all its records).
+    dropped = {p for p in set(map(_PURPOSE, ev.token_records)) if any(m in p.lower() for m in marks)}
+    kept = [r for r in ev.token_records if r.purpose not in dropped] if dropped else list(ev.token_records)
     return kept, len(ev.token_records) - len(kept)
 
 
-def _token_details(ev: RunEvidence, kept: Sequence[TokenRecord], excluded: int, sizes: Sequence[int]) -> str:
+def _token_details(ev: RunEvidence, kept: Sequence[TokenRecord], excluded: int, sizes: Sequence[int],
+                   inclusive: int) -> str:
     return _json({"file": ev.token_file, "records": len(ev.token_records), "excluded_purpose": excluded,
                   "agent_calls": len(kept), "first_context": sizes[0] if sizes else None,
-                  "peak_context": max(sizes) if sizes else None, "cache_inclusive_calls": sum(map(cache_inclusive, kept))})
+                  "peak_context": max(sizes) if sizes else None, "cache_inclusive_calls": inclusive})
 
 
 def context_growth_cached(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
     """gh-aw's context-growth over cache-aware context sizes and agent calls only:
     Σ(context_i + output_i) / (context_1 + output_1); 1 with one call or a zero first call."""
-    kept, excluded = agent_records(ev, config)
+    kept, excluded, sizes, inclusive = _agent_contexts(ev, config)
     if not kept:
         return _unavailable("no agent token-usage records in the run")
-    sizes = [context_tokens(r) for r in kept]
     first = sizes[0] + kept[0].output
-    value = 1.0 if len(kept) < 2 or first == 0 else (sum(sizes) + sum(r.output for r in kept)) / first
-    return {"value": value, "details": _token_details(ev, kept, excluded, sizes)}
+    value = 1.0 if len(kept) < 2 or first == 0 else (sum(sizes) + sum(map(_OUTPUT, kept))) / first
+    return {"value": value, "details": _token_details(ev, kept, excluded, sizes, inclusive)}
 
 
 def working_set_rebuild_factor_cached(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
     """gh-aw's working-set-rebuild-factor over cache-aware context sizes and agent calls only:
     max(1, Σ context_i / max context_i)."""
-    kept, excluded = agent_records(ev, config)
-    sizes = [context_tokens(r) for r in kept]
+    kept, excluded, sizes, inclusive = _agent_contexts(ev, config)
     if not sizes or max(sizes) == 0:
         return _unavailable("no agent token-usage records with a context size in the run")
-    return {"value": max(1.0, sum(sizes) / max(sizes)), "details": _token_details(ev, kept, excluded, sizes)}
+    return {"value": max(1.0, sum(sizes) / max(sizes)), "details": _token_details(ev, kept, excluded, sizes, inclusive)}
 
 
 # --- registration and grading -----------------------------------------------------------------

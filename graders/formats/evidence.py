@@ -19,13 +19,16 @@ all is a warning of the evidence. The run's reading budget (size, bytes, time) s
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from graders.jsrt.jsonio import MAX_LINE_LENGTH, JsonError, parse_json
+import msgspec
+
+from graders.jsrt.jsonio import MAX_LINE_LENGTH, JsonError, LineBatch, parse_json
 from graders.runs.download_layout import SANDBOX_TOKEN_USAGE, USAGE_TOKEN_USAGE
 from graders.runs.layout import GRADER_ARCHIVE_DIRS
 from graders.runs.runfiles import RunFiles
@@ -95,14 +98,25 @@ class SafeOutputError:
     source: str  # the file it was read from
 
 
-@dataclass(frozen=True)
-class TokenRecord:
-    input: int
-    output: int
-    cache_read: int
-    cache_write: int
-    purpose: str
-    model: str
+# A count as both readers see it alike: JavaScript (parse_json) reads a larger integer as a double.
+_Count = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
+_TOKEN_KEYS: Final = {"input": "input_tokens", "output": "output_tokens", "cache_read": "cache_read_tokens",
+                      "cache_write": "cache_write_tokens"}
+
+
+class TokenRecord(msgspec.Struct, frozen=True, gc=False, rename=_TOKEN_KEYS):
+    """One agent call's token counts (a struct: a large run holds tens of thousands).
+
+    Also the line shape most real logs hold (both counts non-negative integers, the cache counts
+    absent or such integers, ``purpose`` and ``model`` absent or strings): a line decoded into it
+    is what the per-line rule reads from it (the constraints hold when decoding only)."""
+
+    input: _Count
+    output: _Count
+    cache_read: _Count = 0
+    cache_write: _Count = 0
+    purpose: str = ""
+    model: str = ""
 
 
 @dataclass(frozen=True)
@@ -132,6 +146,12 @@ class RunEvidence:
     # (path, lines skipped) for every file that had unreadable lines or records.
     malformed: tuple[tuple[str, int], ...] = ()
     warnings: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def derived(self) -> dict[Any, Any]:
+        """What graders derive from the evidence alone, by a module-prefixed key: computed by the
+        first grader that needs it and shared by the run's others (never compared or hashed)."""
+        return {}
 
     @property
     def conclusion(self) -> Outcome | None:
@@ -171,20 +191,27 @@ def _short(text: Any) -> str:
 def _lines(files: RunFiles, rel: str, reading: _Reading) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) of a JSONL file; a line that is no JSON object is counted, not raised."""
     for lineno, raw in enumerate(files.iter_lines(rel), start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        if len(line) > MAX_LINE_LENGTH:
-            reading.malformed[rel] += 1
-            continue
-        try:
-            record = parse_json(line)
-        except (JsonError, UnicodeDecodeError, RecursionError):
-            record = None
-        if isinstance(record, dict):
+        record = _record(raw, rel, reading)
+        if record is not None:
             yield lineno, record
-        else:
-            reading.malformed[rel] += 1
+
+
+def _record(raw: bytes, rel: str, reading: _Reading) -> dict[str, Any] | None:
+    """One JSONL line's record: None for a blank line, and (counted) for one that is no JSON object."""
+    line = raw.strip()
+    if not line:
+        return None
+    if len(line) > MAX_LINE_LENGTH:
+        reading.malformed[rel] += 1
+        return None
+    try:
+        record = parse_json(line)
+    except (JsonError, UnicodeDecodeError, RecursionError):
+        record = None
+    if isinstance(record, dict):
+        return record
+    reading.malformed[rel] += 1
+    return None
 
 
 def _document(files: RunFiles, rel: str, reading: _Reading) -> Any:
@@ -498,19 +525,113 @@ def _safe_output_errors(files: RunFiles, calls: list[McpCall], session: str | No
     return out, sources
 
 
-def _token_records(files: RunFiles, reading: _Reading) -> tuple[str | None, list[TokenRecord]]:
+def _token_records(files: RunFiles, reading: _Reading, tokens: TokenLines | None = None,
+                   ) -> tuple[str | None, list[TokenRecord]]:
     rel = next((p for p in TOKEN_USAGE_FILES if files.exists(p)), None)
     if rel is None:
         return None, []
-    records = []
-    for _, rec in _lines(files, rel, reading):
-        if not any(isinstance(rec.get(k), (int, float)) for k in ("input_tokens", "output_tokens")):
-            reading.malformed[rel] += 1
-            continue
-        records.append(TokenRecord(_int(rec.get("input_tokens")), _int(rec.get("output_tokens")),
-                                   _int(rec.get("cache_read_tokens")), _int(rec.get("cache_write_tokens")),
-                                   _text(rec.get("purpose")), _text(rec.get("model"))))
+    if tokens is not None and tokens.file == rel:  # read whole already, block by block
+        malformed = tokens.reading.malformed[rel]
+        if malformed:
+            reading.malformed[rel] += malformed
+        return rel, tokens.records
+    records: list[TokenRecord] = []
+    for batch in files.iter_line_batches(rel):
+        _token_block(batch, rel, reading, records)
     return rel, records
+
+
+class TokenLines:
+    """The token-usage records of one run, read from the blocks of the file as another reader
+    of the same file reads them (preprocessing, in ``prepare_run``), so the file is read, hashed
+    and split once. Give it to :func:`read_evidence` once ``file`` is set (:meth:`finish`)."""
+
+    def __init__(self) -> None:
+        self.records: list[TokenRecord] = []
+        self.reading = _Reading()
+        self.file: str | None = None  # the file every block of which was fed, in order
+
+    def feed(self, rel: str, batch: LineBatch) -> None:
+        _token_block(batch, rel, self.reading, self.records)
+
+    def finish(self, rel: str | None) -> None:
+        """``rel`` was fed whole (None: no file was)."""
+        self.file = rel
+
+
+def _token_block(batch: LineBatch, rel: str, reading: _Reading, records: list[TokenRecord]) -> None:
+    """One block's records: decoded whole when it can be, else line by line."""
+    if not _token_batch(batch, rel, reading, records):
+        for raw in batch:
+            rec = _record(raw, rel, reading)
+            if rec is not None:
+                _token_record(rec, rel, reading, records)
+
+
+def _token_record(rec: dict[str, Any], rel: str, reading: _Reading, records: list[TokenRecord]) -> None:
+    """The reference rule for one parsed line: a record with a numeric input or output count."""
+    if not any(isinstance(rec.get(k), (int, float)) for k in ("input_tokens", "output_tokens")):
+        reading.malformed[rel] += 1
+        return
+    records.append(TokenRecord(_int(rec.get("input_tokens")), _int(rec.get("output_tokens")),
+                               _int(rec.get("cache_read_tokens")), _int(rec.get("cache_write_tokens")),
+                               _text(rec.get("purpose")), _text(rec.get("model"))))
+
+
+class _TokenLine(msgspec.Struct, gc=False, rename=_TOKEN_KEYS):
+    """A token-usage line as real logs write it: counts that are non-negative integers or strings
+    (which :func:`_int` reads as 0), or absent (an absent or null input/output count is None),
+    ``purpose`` and ``model`` strings or absent. What it decodes is what :func:`_token_record`
+    reads from ``parse_json``'s record, once strings are read as 0 (:func:`_token_batch`)."""
+
+    input: _Count | str | None = None
+    output: _Count | str | None = None
+    cache_read: _Count | str = 0
+    cache_write: _Count | str = 0
+    purpose: str = ""
+    model: str = ""
+
+
+_TOKEN_LINE: Final = msgspec.json.Decoder(_TokenLine)
+_TOKEN_RECORD: Final = msgspec.json.Decoder(TokenRecord)
+
+
+def _token_batch(batch: LineBatch, rel: str, reading: _Reading, records: list[TokenRecord]) -> bool:
+    """A block of the token-usage file decoded line by line in C, when every line decodes into
+    a :class:`TokenRecord` (most real blocks) or else into a :class:`_TokenLine`; False (nothing
+    read) sends the block through the per-line rule.
+
+    msgspec accepts a line only where ``parse_json`` gives a record with the same fields (it
+    refuses non-records, nulls, bools, floats, negative counts and counts beyond 2**53, which
+    JavaScript reads as doubles, bad UTF-8 or lone surrogates in those fields, and nests less
+    deep; what it skips unread, ``parse_json`` reads too, if through its fallback). So a block
+    need not be scanned for 16-digit runs: a large integer elsewhere in a line is never read.
+    The per-record Python was most of the observed layer's cost on large token logs."""
+    if not batch.short:
+        return False
+    kept = list(filter(None, map(bytes.strip, batch)))
+    try:  # most blocks: every line a TokenRecord as it is
+        records.extend(list(map(_TOKEN_RECORD.decode, kept)))
+        return True
+    except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError are ValueErrors
+        pass
+    try:
+        lines = list(map(_TOKEN_LINE.decode, kept))
+    except (ValueError, RecursionError):
+        return False
+    append = records.append
+    for line in lines:
+        inp, out, read, write = line.input, line.output, line.cache_read, line.cache_write
+        if type(inp) is not int:  # a string or None: no number (kept only with a numeric output)
+            if type(out) is not int:
+                reading.malformed[rel] += 1
+                continue
+            inp = 0
+        elif type(out) is not int:
+            out = 0
+        append(TokenRecord(inp, out, read if type(read) is int else 0, write if type(write) is int else 0,
+                           line.purpose, line.model))
+    return True
 
 
 def _number(value: Any) -> float | None:
@@ -592,9 +713,11 @@ def evidence_warnings(evidence: RunEvidence) -> list[str]:
     return out + list(evidence.warnings)
 
 
-def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None) -> RunEvidence:
+def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None,
+                  tokens: TokenLines | None = None) -> RunEvidence:
     """Everything the observed layer reads from one run (``aw_info`` as already read by
-    graders/runs/runmeta.py, so the file is not read twice)."""
+    graders/runs/runmeta.py, so the file is not read twice; ``tokens``: the token-usage file as
+    preprocessing read it, used when it is the file read here)."""
     reading = _Reading()
     session_conclusions, session_file, session_safe_errors = _session(files, reading)
     conclusions = [*_run_summary(files, reading), *_aw_info(aw_info), *session_conclusions, *_agent_stdio(files)]
@@ -605,7 +728,7 @@ def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None) -> 
     if mcp_file is not None:
         calls, orphans, filtered = pair_rpc_records(list(_lines(files, mcp_file, reading)))
     safe_errors, safe_sources = _safe_output_errors(files, calls, session_file, session_safe_errors, reading)
-    token_file, tokens = _token_records(files, reading)
+    token_file, token_records = _token_records(files, reading, tokens)
     archived_file, archived = _archived(files, reading)
     for rel, n in debug_log_tool_calls(files, reading):
         reading.warnings.append(f"{rel}: {n} tool call(s) of this Copilot CLI run appear only in its debug log "
@@ -619,7 +742,7 @@ def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None) -> 
         safe_output_errors=tuple(safe_errors),
         safe_output_sources=tuple(safe_sources),
         token_file=token_file,
-        token_records=tuple(tokens),
+        token_records=tuple(token_records),
         archived_file=archived_file,
         archived_results=archived,
         malformed=tuple(sorted(reading.malformed.items())),

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 import orjson
 
 from graders.grading import registry
-from graders.grading.normalize import error_result, normalize_result
+from graders.grading.normalize import error_result, fresh_base, normalize_result
 from graders.grading.plan import GradingPlan, PlanEntry
 from graders.grading.registry import GraderContext
 
@@ -32,7 +32,9 @@ def grade_one(
     trace: dict[str, Any],
     ctx: GraderContext,
     executors: Mapping[str, Executor] | None = None,
+    template: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """One grader's normalized result; ``template``: the entry's ``GradingPlan.result_templates``."""
     if entry.error:
         return error_result(entry, f"grader {entry.id} runtime error: {entry.error}")
     spec = registry.get(entry.id) if entry.source in registry.REGISTERED_SOURCES else None
@@ -52,7 +54,7 @@ def grade_one(
     except Exception as exc:  # a grader failure is a result, never a crashed run
         return error_result(entry, f"grader {entry.id} runtime error: {describe_exception(exc)}")
     try:
-        result = normalize_result(raw, entry)
+        result = normalize_result(raw, entry, None if template is None else fresh_base(template))
         storable(result)
     except Exception as exc:  # what it returned cannot be kept (a RecursionError copying it…): its own error
         return error_result(entry, f"grader {entry.id} returned a result that cannot be stored: "
@@ -83,15 +85,23 @@ def grade_trace(
     (graders/formats/evidence.py), which the observed family grades.
     """
     enabled = plan.enabled
+    count = len(enabled)
     results = []
     run_memo: dict[Any, Any] = {}
-    for entry in enabled:
+    shared: GraderContext | None = None
+    for entry, template in zip(enabled, plan.result_templates, strict=True):
         if only is not None and entry.id not in only:
             continue
-        config = entry.config if entry.config is not None else {}
-        ctx = GraderContext(config=config, grader_count=len(enabled), file_ir=file_ir, evidence=evidence,
-                            run_memo=run_memo)
-        results.append(grade_one(entry, trace, ctx, executors))
+        if entry.config is None:
+            # Graders without a config share one context (and its empty config) per call.
+            if shared is None:
+                shared = GraderContext(config={}, grader_count=count, file_ir=file_ir, evidence=evidence,
+                                       run_memo=run_memo)
+            ctx = shared
+        else:
+            ctx = GraderContext(config=entry.config, grader_count=count, file_ir=file_ir, evidence=evidence,
+                                run_memo=run_memo)
+        results.append(grade_one(entry, trace, ctx, executors, template))
     return results
 
 

@@ -50,9 +50,22 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def normalize_result(raw: Any, meta: ManifestEntry) -> dict[str, Any]:
-    """``normalizeResult(id, rawResult, meta)``."""
-    base = _base(meta)
+def result_base(meta: ManifestEntry) -> dict[str, Any]:
+    """The result of ``meta``'s grader before its raw output is read: what a plan fixes once
+    (``GradingPlan.result_templates``); copy it with :func:`fresh_base` before filling it in."""
+    return _base(meta)
+
+
+def fresh_base(template: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a :func:`result_base` template that shares nothing with it (same key order)."""
+    return {**template, "implementation": dict(template["implementation"])}
+
+
+def normalize_result(raw: Any, meta: ManifestEntry, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``normalizeResult(id, rawResult, meta)``; ``base``: a fresh copy of ``meta``'s template, if
+    the caller holds one (:func:`fresh_base`)."""
+    if base is None:
+        base = _base(meta)
     if raw is None or raw is UNDEFINED:
         base["status"] = "unavailable"
         base["message"] = "grader returned null/undefined"

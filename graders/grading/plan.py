@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from graders.grading import registry
+from graders.grading.normalize import result_base
 from schemas.grader import ManifestEntry, description_fields
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +57,26 @@ class GradingPlan:
 
     @functools.cached_property
     def _family_ids(self) -> dict[str, frozenset[str]]:
+        return {}
+
+    @functools.cached_property
+    def result_templates(self) -> tuple[dict[str, Any], ...]:
+        """Each enabled entry's result before its grader runs (``normalize.result_base``), in
+        ``enabled`` order: the same for every run, so built once (copy with ``fresh_base``)."""
+        return tuple(result_base(e) for e in self.enabled)
+
+    def derived(self, key: str, compute: Callable[[], T]) -> T:
+        """``compute()`` once per plan under ``key`` (a module-prefixed name): what a layer above
+        derives from the plan alone (the rows' run-independent columns)."""
+        memo = self._derived
+        if key in memo:
+            value: T = memo[key]
+            return value
+        value = memo[key] = compute()
+        return value
+
+    @functools.cached_property
+    def _derived(self) -> dict[str, Any]:
         return {}
 
     @functools.cached_property

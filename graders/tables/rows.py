@@ -49,45 +49,54 @@ def _json_text(value: Any) -> str | None:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
+def _row_constants(plan: GradingPlan) -> dict[str, tuple[int, str, str | None, float | None, str, str]]:
+    """Per enabled grader id: the row columns the plan alone fixes (index, family, direction,
+    threshold, implementation digest, config digest)."""
+    digest = plan.digest()
+    return {e.id: (i, e.family, e.direction or None, _float(e.threshold), implementation_digest(e), digest)
+            for i, e in enumerate(plan.enabled)}
+
+
 def result_rows(
     meta: RunMeta,
     results: list[dict[str, Any]],
     plan: GradingPlan,
     input_digest: str,
 ) -> list[dict[str, Any]]:
-    entries = {e.id: (i, e) for i, e in enumerate(plan.enabled)}
-    config_digest = plan.digest()
+    constants = plan.derived("rows.constants", lambda: _row_constants(plan))
+    workflow, date, run_id, attempt = meta.workflow, meta.date, meta.run_id, meta.attempt
     rows = []
     for r in results:
-        index, entry = entries[r["id"]]
-        impl = r.get("implementation", {})
+        index, family, direction, threshold, impl_digest, config_digest = constants[r["id"]]
+        get = r.get
+        impl = get("implementation", {})
         rows.append(
             {
-                "workflow": meta.workflow,
-                "date": meta.date,
-                "run_id": meta.run_id,
-                "attempt": meta.attempt,
+                "workflow": workflow,
+                "date": date,
+                "run_id": run_id,
+                "attempt": attempt,
                 "grader_id": r["id"],
                 "grader_index": index,
-                "name": r.get("name"),
-                "description": r.get("description"),
-                "source": r.get("source"),
-                "family": entry.family,
-                "value": _float(r.get("value")),
-                "unit": r.get("unit"),
-                "direction": entry.direction or None,
-                "threshold": _float(entry.threshold),
-                "passed": r.get("passed"),
+                "name": get("name"),
+                "description": get("description"),
+                "source": get("source"),
+                "family": family,
+                "value": _float(get("value")),
+                "unit": get("unit"),
+                "direction": direction,
+                "threshold": threshold,
+                "passed": get("passed"),
                 "status": r["status"],
-                "severity": r.get("severity"),
-                "message": r.get("message"),
-                "error": r.get("error"),
-                "details": r.get("details"),
-                "metrics": _metrics(r.get("metrics")),
-                "diagnostics": _json_text(r.get("diagnostics")),
+                "severity": get("severity"),
+                "message": get("message"),
+                "error": get("error"),
+                "details": get("details"),
+                "metrics": _metrics(get("metrics")),
+                "diagnostics": _json_text(get("diagnostics")),
                 "implementation_id": impl.get("id"),
                 "implementation_version": impl.get("version"),
-                "implementation_digest": implementation_digest(entry),
+                "implementation_digest": impl_digest,
                 "config_digest": config_digest,
                 "input_digest": input_digest,
                 "fleetgrade_version": FLEETGRADE_VERSION,

@@ -41,3 +41,20 @@ def test_names_are_shared_by_loops_and_efficiency_within_a_run() -> None:
         builtin.loops(trace, ctx)
         builtin.trajectory_efficiency(trace, ctx)
         assert name_of.call_count == 7 * 3  # one trace: named once for both
+
+
+def test_results_built_from_the_plan_templates_are_the_normalized_results_and_share_nothing() -> None:
+    from graders.grading.engine import grade_one
+
+    plan = default_plan()
+    trace = _trace([{"name": "a", "success": False}, {"name": "b"}, {"name": "b"}])
+    results = grade_trace(trace, plan)
+    count = len(plan.enabled)
+    want = [grade_one(e, trace, GraderContext(config=e.config or {}, grader_count=count)) for e in plan.enabled]
+    assert results == want
+    assert [list(r) for r in results] == [list(w) for w in want]  # the same keys in the same order
+    for template, result in zip(plan.result_templates, results, strict=True):
+        result["implementation"]["version"] = -1
+        result["status"] = "changed"
+        assert template["implementation"]["version"] != -1 and template["status"] != "changed"
+    assert all(r["implementation"]["version"] != -1 for r in grade_trace(trace, plan))

@@ -311,3 +311,133 @@ def test_a_copilot_run_with_session_events_is_not_marked():
     events = "sandbox/agent/logs/copilot-session-state/s1/events.jsonl"
     evidence = read_evidence(memory_run_files({LOG: DEBUG_LOG, events: b"{}\n"}))
     assert not [w for w in evidence.warnings if w.startswith(LOG)]
+
+
+# --- token usage: the block decode against the per-line rule ----------------------------------
+
+_COUNT_VALUES = st.one_of(
+    st.integers(min_value=-3, max_value=2**60), st.floats(allow_nan=False), st.booleans(), st.none(),
+    st.text(max_size=3), st.just(2**53 + 1), st.lists(st.integers(), max_size=2),
+)
+_TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "purpose", "model")
+
+
+@st.composite
+def token_lines(draw: st.DrawFn) -> bytes:
+    """A token-usage line: mostly records of the real shape, with odd values, duplicate keys,
+    non-records, broken JSON, blanks and padding mixed in."""
+    kind = draw(st.sampled_from(["record", "record", "record", "dup", "other", "raw"]))
+    if kind == "raw":
+        return draw(st.sampled_from([b"", b"  ", b"null", b"[1]", b'"x"', b"{not json", b'{"input_tokens": 1}{}',
+                                     b'{"input_tokens": 1, "x": "\\ud800"}', b'{"input_tokens": 1e400}',
+                                     b'{"output_tokens": 2, "x": 1e400}', b'{"output_tokens": 3, "x": "\xff"}',
+                                     b'{"input_tokens": 12345678901234567890}', b"\x0b{}\x0c",
+                                     b'{"output_tokens": 2, "x": 123456789012345678901234567890}',
+                                     b'{"input_tokens": 9007199254740993, "output_tokens": 1}']))
+    if kind == "other":
+        return json.dumps(draw(st.one_of(st.integers(), st.lists(st.integers(), max_size=2), st.none()))).encode()
+    record = {}
+    for key in draw(st.lists(st.sampled_from(_TOKEN_FIELDS), unique=True)):
+        record[key] = draw(st.one_of(_COUNT_VALUES, st.sampled_from(["", "router", "gpt-5", "Claude-x"])))
+    text = json.dumps(record)
+    if kind == "dup" and record:
+        text = text[:-1] + f', "{next(iter(record))}": {draw(st.integers(min_value=0, max_value=9))}' + "}"
+    pad = draw(st.sampled_from(["", " ", "\t", "\r"]))
+    return (pad + text + pad).encode()
+
+
+def _token_records_per_line(data: bytes) -> tuple[list[tuple[Any, ...]], int]:
+    """The per-line rule alone: every line parsed with parse_json, as the reference reads it."""
+    from graders.formats.evidence import _Reading, _record, _token_record
+
+    reading = _Reading()
+    records: list[Any] = []
+    for raw in data.split(b"\n"):
+        rec = _record(raw, "t", reading)
+        if rec is not None:
+            _token_record(rec, "t", reading, records)
+    return [(r.input, r.output, r.cache_read, r.cache_write, r.purpose, r.model)
+            for r in records], reading.malformed["t"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(token_lines(), max_size=30))
+def test_token_usage_reads_every_line_as_the_per_line_rule_does(lines):
+    data = b"\n".join(lines)
+    ev = read_evidence(memory_run_files({"token-usage.jsonl": data}))
+    want, malformed = _token_records_per_line(data)
+    assert [(r.input, r.output, r.cache_read, r.cache_write, r.purpose, r.model) for r in ev.token_records] == want
+    assert dict(ev.malformed).get("token-usage.jsonl", 0) == malformed
+
+
+def test_a_block_of_real_shaped_token_lines_is_decoded_whole():
+    from graders.formats.evidence import _Reading, _token_batch
+    from graders.jsrt.jsonio import LineBatch
+
+    lines = [json.dumps({"model": "gpt-5", "input_tokens": 10 + i, "output_tokens": "7", "cache_read_tokens": i,
+                         "purpose": "agent", "request_id": f"r{i}"}).encode() for i in range(3)]
+    lines.append(b'{"model": "claude", "input_tokens": "12"}')  # no numeric count: not a record
+    reading, records = _Reading(), []
+    assert _token_batch(LineBatch(lines, (b"\n".join(lines),), True), "t", reading, records)
+    assert [(r.input, r.output, r.cache_read, r.model) for r in records] == [(10, 0, 0, "gpt-5"), (11, 0, 1, "gpt-5"),
+                                                                            (12, 0, 2, "gpt-5")]
+    assert reading.malformed["t"] == 1
+    # A count beyond 2**53 is a double in JavaScript: the block is left to the line rule. One that
+    # is not read (request_id) changes nothing.
+    for line, decoded in ((b'{"input_tokens": 9007199254740993}', False), (b'{"input_tokens": 9007199254740992}', True),
+                          (b'{"input_tokens": 1, "request_id": 90071992547409930}', True)):
+        assert _token_batch(LineBatch([line], (line,), True), "t", _Reading(), []) is decoded
+
+
+_SANDBOX_TOKENS = "sandbox/firewall/logs/api-proxy-logs/token-usage.jsonl"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(token_lines(), max_size=20), st.sampled_from([_SANDBOX_TOKENS, "token-usage.jsonl"]))
+def test_token_records_read_from_preprocessings_blocks_are_the_ones_read_apart(lines, rel):
+    from graders.formats.evidence import TokenLines
+    from graders.formats.ghaw.preprocess import PreprocessReport, preprocess
+
+    data = b"\n".join(lines)
+    alone = read_evidence(memory_run_files({rel: data}))
+    files = memory_run_files({rel: data})
+    report, tokens = PreprocessReport(), TokenLines()
+    preprocess(files, report, tokens.feed)
+    tokens.finish(report.sources.get("tokenUsage"))
+    shared = read_evidence(files, None, tokens)
+    assert (shared.token_file, shared.token_records, shared.malformed) == (alone.token_file, alone.token_records,
+                                                                          alone.malformed)
+
+
+def test_a_runs_token_log_is_read_once_for_preprocessing_and_the_observed_layer():
+    from unittest.mock import patch
+
+    from graders.prepare import prepare_run
+    from graders.runs.runfiles import RunFiles
+
+    record = {"input_tokens": 2, "output_tokens": 5, "cache_read_tokens": 100, "purpose": "", "model": "gpt-5"}
+    files = memory_run_files({_SANDBOX_TOKENS: jsonl(record, record),
+                              "aw_info.json": json.dumps({"workflow_name": "w", "run_id": 1,
+                                                          "created_at": "2026-01-02T00:00:00Z"}).encode()})
+    with patch.object(RunFiles, "iter_line_batches", autospec=True, side_effect=RunFiles.iter_line_batches) as reads:
+        prep = prepare_run(files, "w/run-1")
+    assert [call.args[1] for call in reads.call_args_list].count(_SANDBOX_TOKENS) == 1
+    assert prep.evidence is not None and [r.cache_read for r in prep.evidence.token_records] == [100, 100]
+
+
+def test_a_token_log_over_several_blocks_reads_as_the_per_line_rule_does():
+    # Several 64 KiB blocks, lines split across them, and odd lines in some blocks only.
+    lines = []
+    for i in range(3000):
+        record = {"timestamp": "2026-01-02T00:00:00Z", "model": "claude-x" if i % 7 else "gpt-5",
+                  "input_tokens": i, "output_tokens": str(i) if i % 500 == 3 else i % 13, "request_id": f"r{i:06d}",
+                  "cache_read_tokens": i // 2, "purpose": "router" if i % 11 == 0 else "agent"}
+        lines.append(json.dumps(record).encode())
+    lines[1700] = b"{broken"
+    lines[2900] = b'{"input_tokens": 9007199254740993, "output_tokens": 1}'
+    data = b"\n".join(lines) + b"\n"
+    ev = read_evidence(memory_run_files({"token-usage.jsonl": data}))
+    want, malformed = _token_records_per_line(data)
+    assert [(r.input, r.output, r.cache_read, r.cache_write, r.purpose, r.model) for r in ev.token_records] == want
+    assert dict(ev.malformed).get("token-usage.jsonl", 0) == malformed == 1
+    assert len(data) > 4 * 64 * 1024

@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from graders.families.observed import (
     context_tokens,
@@ -133,3 +135,31 @@ def test_a_failed_run_is_a_trace_fail_even_with_a_high_flag():
     assert (failed.delivered, failed.verdict, failed.flags[0].severity) == (False, "fail", "high")
     errors = {"toolCalls": [], "agentOutput": {"errors": ["bad item"]}}
     assert grade_run(run_from_ghaw_trace(errors, "t", "1", "success"), cfg).verdict == "fail"  # success never overrides
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50), st.integers(0, 50), st.integers(0, 50),
+                          st.sampled_from(["", "agent", "Routing_x", "classifier"]),
+                          st.sampled_from(["gpt-5", "claude-opus", "some-model", "azure/gpt-4o", "O3-mini", ""])),
+                max_size=20))
+def test_the_token_graders_read_each_record_as_the_per_record_rules_do(rows):
+    from graders.families.observed import _contexts, agent_records, cache_inclusive
+
+    records = tuple(TokenRecord(*row) for row in rows)
+    kept, excluded = agent_records(RunEvidence(token_records=records), {})
+    marks = ("routing", "classif", "router")
+    assert kept == [r for r in records if not any(m in r.purpose.lower() for m in marks)]
+    assert excluded == len(records) - len(kept)
+    assert _contexts(kept) == ([context_tokens(r) for r in kept], sum(map(cache_inclusive, kept)))
+
+
+def test_what_the_token_graders_share_in_a_run_depends_on_the_excluded_purposes():
+    from graders.families.observed import context_growth_cached
+
+    records = (claude(800, 20, 0, 0, "routing_classification"), claude(2, 10, 0, 1000), claude(2, 10, 1000, 500))
+    ev = RunEvidence(token_file="t.jsonl", token_records=records)
+    default = context_growth_cached(ev, {})
+    everything = context_growth_cached(ev, {"exclude_purposes": []})
+    assert json.loads(default["details"])["agent_calls"] == 2
+    assert json.loads(everything["details"])["agent_calls"] == 3
+    assert context_growth_cached(ev, {}) == default

@@ -5,11 +5,13 @@ Both run over the event symbols of ``ir.event_symbols`` (sorted by ``index``).
 LZ76 follows the Kaspar–Schuster parsing the reference uses, but instead of its pointer loop
 (O(n²) scalar steps) each phrase is found directly: the phrase starting at P extends the
 longest prefix of s[P:] that also starts at some p < P (overlap allowed). That length is
-monotone, so a galloping then binary search over C-speed ``str.find`` calls finds it.
+monotone, so a galloping then binary search over C-speed ``str.find`` calls finds it, bounded
+by the next first occurrence of a symbol (nothing before it can match it).
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections import Counter
@@ -25,30 +27,41 @@ _TOO_FEW: Final = "not applicable: fewer than two events"
 def conditional_entropy_bits(sequence: list[str]) -> float:
     """H(X_t | X_{t−1}) in bits from the observed bigram counts (plug-in estimate)."""
     transitions = len(sequence) - 1
-    next_counts: dict[str, dict[str, int]] = {}
-    totals: dict[str, int] = {}
+    totals = Counter(sequence[:transitions])  # transitions out of each symbol
     # Bigrams counted in C; a pair first seen later never precedes an earlier one, so rows
-    # and their entries keep the first-seen order of the reference's Maps.
-    for (prev, curr), count in Counter(itertools.pairwise(sequence)).items():
-        row = next_counts.get(prev)
-        if row is None:
-            row = next_counts[prev] = {}
-            totals[prev] = 0
-        row[curr] = count
-        totals[prev] += count
+    # and their entries keep the first-seen order of the reference's Maps. A row with one
+    # successor (count == total: every tool call's own symbol) adds exactly 0.0, to a sum that
+    # is never -0.0, so it is left out: the sum is the reference's bit for bit.
+    rows: dict[str, list[int]] = {}
+    for (prev, _), count in Counter(itertools.pairwise(sequence)).items():
+        if count != totals[prev]:
+            row = rows.get(prev)
+            if row is None:
+                rows[prev] = [count]
+            else:
+                row.append(count)
     bits = 0.0
     # Summed in first-seen order, as the reference iterates its Maps.
-    for prev, row in next_counts.items():
+    for prev, counts in rows.items():
         total = totals[prev]
-        for count in row.values():
+        for count in counts:
             bits += count / transitions * math.log2(total / count)
     return bits
 
 
-def _as_text(sequence: list[str]) -> str:
-    """One character per distinct symbol, so substring search runs in C."""
+def _as_text(sequence: list[str]) -> tuple[str, list[int]]:
+    """One character per distinct symbol, so substring search runs in C; and the positions
+    where a symbol occurs for the first time, in order."""
     codes: dict[str, str] = {}
-    return "".join(codes.setdefault(s, chr(len(codes))) for s in sequence)
+    firsts: list[int] = []
+    chars: list[str] = []
+    for i, symbol in enumerate(sequence):
+        code = codes.get(symbol)
+        if code is None:
+            code = codes[symbol] = chr(len(codes))
+            firsts.append(i)
+        chars.append(code)
+    return "".join(chars), firsts
 
 
 def lz76_complexity(sequence: list[str]) -> int:
@@ -56,13 +69,16 @@ def lz76_complexity(sequence: list[str]) -> int:
     n = len(sequence)
     if n == 0:
         return 0
-    text = _as_text(sequence)
+    text, firsts = _as_text(sequence)
     complexity = 1
     prefix = 1
     while prefix < n:
-        # Longest L such that text[prefix:prefix+L] starts somewhere before `prefix`. Phrases
-        # are short, so gallop (1, 2, 4, ...) before bisecting.
-        limit = n - prefix
+        # Longest L such that text[prefix:prefix+L] starts somewhere before `prefix`. It stops
+        # before the next first occurrence of a symbol (which cannot match anything earlier):
+        # with many symbols (one per tool call) most phrases end there, without a failing
+        # search over the whole prefix. Phrases are short, so gallop (1, 2, 4, ...) before bisecting.
+        at = bisect.bisect_left(firsts, prefix)
+        limit = min(n, firsts[at] if at < len(firsts) else n) - prefix
         lo, step = 0, 1
         while True:
             probe = min(limit, lo + step)

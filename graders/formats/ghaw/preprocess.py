@@ -19,6 +19,7 @@ from graders.jsrt.jsonio import (
     TOO_DEEP,
     Item,
     JsonlStats,
+    LineBatch,
     parse_json_document,
     parse_jsonl_items,
     parse_jsonl_records,
@@ -87,23 +88,30 @@ def _first_available(files: RunFiles, paths: tuple[str, ...], report: Preprocess
 Batch = tuple[list[Item], list[Any]]
 
 
+# Shown each raw block of a file as it is read (``prepare_run``: the observed layer's token reader).
+BlockHook = Callable[[str, LineBatch], None]
+
+
 def _jsonl_batches(files: RunFiles, rel: str | None, report: PreprocessReport,
-                   parse: Callable[[list[bytes], JsonlStats, int], Batch] = parse_jsonl_items) -> Iterator[Batch]:
+                   parse: Callable[[list[bytes], JsonlStats, int], Batch] = parse_jsonl_items,
+                   on_block: BlockHook | None = None) -> Iterator[Batch]:
     """A JSONL file's kept records, one (lazy items, values) pair per read block."""
     if rel is None:
         return
     stats = JsonlStats()
     for batch in files.iter_line_batches(rel):
+        if on_block is not None:
+            on_block(rel, batch)
         yield parse(batch, stats, stats.lines + 1)
     report.skipped_lines(rel, stats)
 
 
 def _record_batches(files: RunFiles, rel: str | None, report: PreprocessReport, record_type: type[R],
-                    strict_type: type[R] | None = None) -> Iterator[Batch]:
+                    strict_type: type[R] | None = None, on_block: BlockHook | None = None) -> Iterator[Batch]:
     """The same pairs, the values seen as ``record_type`` structs (None for non-records), or as
     ``strict_type`` structs where a whole block decodes so (``jsonio.parse_jsonl_records``)."""
     return _jsonl_batches(files, rel, report,
-                          lambda b, stats, n: parse_jsonl_records(b, stats, record_type, n, strict_type))
+                          lambda b, stats, n: parse_jsonl_records(b, stats, record_type, n, strict_type), on_block)
 
 
 def _read_jsonl(files: RunFiles, rel: str | None, report: PreprocessReport) -> list[Any]:
@@ -255,7 +263,8 @@ class TokenUsage:
     total_ms: float = 0
 
 
-def read_token_usage(files: RunFiles, rel: str | None, report: PreprocessReport) -> TokenUsage:
+def read_token_usage(files: RunFiles, rel: str | None, report: PreprocessReport,
+                     on_block: BlockHook | None = None) -> TokenUsage:
     """Token-usage records, their steps and totals, in one pass over the file.
 
     Records are kept as lines (``lazyjson``); the raw ``input_tokens`` column is kept for the
@@ -267,7 +276,7 @@ def read_token_usage(files: RunFiles, rel: str | None, report: PreprocessReport)
     steps = TokenSteps([], [], [], [])
     usage = TokenUsage(JsonLines(items, {"input_tokens": raw_inputs}), steps)
     all_safe = True
-    for kept, values in _record_batches(files, rel, report, TokenRecord, TokenInts):
+    for kept, values in _record_batches(files, rel, report, TokenRecord, TokenInts, on_block):
         items.extend(kept)
         raw_in = _column(values, "input_tokens")
         strict = bool(values) and type(values[0]) is TokenInts  # ints in range, or strings
@@ -348,16 +357,19 @@ def read_gateway(files: RunFiles, rel: str | None, report: PreprocessReport) -> 
     return log
 
 
-def preprocess(files: RunFiles, report: PreprocessReport | None = None) -> dict[str, Any]:
+def preprocess(files: RunFiles, report: PreprocessReport | None = None,
+               on_token_block: BlockHook | None = None) -> dict[str, Any]:
     """Build the preprocessed trace of one run (``preprocessTrace``).
 
     The large collections (token-usage and gateway records, their subsets, the steps) are
     lazy sequences (``lazyjson``): equal to the reference's arrays, serialized as arrays.
+    ``on_token_block`` is shown every raw block of the token-usage file it reads (whose path
+    is then ``report.sources["tokenUsage"]``), so another reader of that file need not read it again.
     """
     report = report if report is not None else PreprocessReport()
 
     token_rel = _first_available(files, TOKEN_USAGE_PATHS, report)
-    usage = read_token_usage(files, token_rel, report)
+    usage = read_token_usage(files, token_rel, report, on_token_block)
     usage_rel = AGENT_USAGE_PATH if _readable(files, AGENT_USAGE_PATH, report) else None
     agent_usage = _read_json(files, usage_rel, report)
     gateway_rel = _first_available(files, GATEWAY_PATHS, report)

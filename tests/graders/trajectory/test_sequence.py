@@ -65,6 +65,13 @@ def test_lz76_equals_kaspar_schuster_loop(seq: list[str]) -> None:
     assert sequence.lz76_complexity(seq) == naive.lz76(seq)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 40).map(str), min_size=1, max_size=80))
+def test_lz76_with_many_symbols_equals_kaspar_schuster_loop(seq: list[str]) -> None:
+    # Many first occurrences (one symbol per tool call in real IRs): the phrase bound matters.
+    assert sequence.lz76_complexity(seq) == naive.lz76(seq)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from("ABCDE"), min_size=2, max_size=60))
 def test_entropy_equals_definition(seq: list[str]) -> None:
@@ -75,4 +82,10 @@ def test_entropy_equals_definition(seq: list[str]) -> None:
 @given(st.lists(st.sampled_from("ABCDEFG"), min_size=2, max_size=80))
 def test_entropy_is_the_reference_sum_bit_for_bit(seq: list[str]) -> None:
     # Bigrams are counted in C, but summed in the reference's Map order: the same float.
+    assert sequence.conditional_entropy_bits(seq) == naive.entropy_bits_map_order(seq)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 40).map(str), min_size=2, max_size=80))
+def test_entropy_with_many_single_successor_symbols_is_the_reference_sum_bit_for_bit(seq: list[str]) -> None:
     assert sequence.conditional_entropy_bits(seq) == naive.entropy_bits_map_order(seq)
