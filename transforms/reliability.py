@@ -45,55 +45,6 @@ class PassKCombineFn(beam.CombineFn):  # type: ignore[misc]
         return accumulator.row(self.max_k)
 
 
-class _Wrapped(beam.CombineFn):  # type: ignore[misc]
-    """What :class:`Partial` and :class:`MergePartials` pass straight to ``fn``; each says how its
-    elements enter and what it outputs."""
-
-    def __init__(self, fn: beam.CombineFn) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def setup(self) -> None:
-        self.fn.setup()
-
-    def teardown(self) -> None:
-        self.fn.teardown()
-
-    def create_accumulator(self) -> Any:
-        return self.fn.create_accumulator()
-
-    def merge_accumulators(self, accumulators: Iterable[Any]) -> Any:
-        return self.fn.merge_accumulators(accumulators)
-
-    def compact(self, accumulator: Any) -> Any:
-        return self.fn.compact(accumulator)
-
-
-class Partial(_Wrapped):
-    """``fn`` whose output is its compacted accumulator: a combine's first half, which
-    :class:`MergePartials` finishes after the partials of several collections are flattened.
-
-    The local runner materializes a Flatten whole, so flattening one element per run before
-    combining held every run's element there; flattening the partials holds one per key.
-    """
-
-    def add_input(self, mutable_accumulator: Any, element: Any) -> Any:
-        return self.fn.add_input(mutable_accumulator, element)
-
-    def extract_output(self, accumulator: Any) -> Any:
-        return self.fn.compact(accumulator)
-
-
-class MergePartials(_Wrapped):
-    """``fn`` fed with :class:`Partial` outputs (accumulators of ``fn``); its output is ``fn``'s."""
-
-    def add_input(self, mutable_accumulator: Any, element: Any) -> Any:
-        return self.fn.merge_accumulators([mutable_accumulator, element])
-
-    def extract_output(self, accumulator: Any) -> Any:
-        return self.fn.extract_output(accumulator)
-
-
 def task_reliability_row(key: tuple[str, str], output: dict[str, Any], date: str) -> dict[str, Any]:
     """A ``task_reliability`` row from a ``CombinePerKey(PassKCombineFn)`` element."""
     workflow, task = key

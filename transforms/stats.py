@@ -33,7 +33,6 @@ from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.transforms.window import GlobalWindows
 
 from graders.stats.cells import (
     DEFAULT_BASELINE,
@@ -53,13 +52,15 @@ from graders.tables.parquet import decode_table
 from graders.tables.paths import partition_file, partition_glob, partition_values
 from schemas.version import FLEETGRADE_VERSION
 from transforms.beamfiles import join, read_if_exists
+from transforms.combine import CombineInBundle
 from transforms.incremental import read_table_rows
 
 Partition = tuple[str, str]  # (workflow, date)
 STATS_TABLES = ("grader_results", "trace_verdicts")
-# Inputs a bundle combines before its partials go to the shuffle: ~4 MiB of flat cells, two
-# flushes per 10k runs (each flush adds one partial per cell it holds, merged downstream).
+# Observations a bundle combines before its partial series go to the shuffle: ~4 MiB of flat
+# cells, two flushes per 10k runs (each adds one partial per series it holds, merged downstream).
 FLUSH_VALUES = 200_000
+FLUSH_RUNS = 10_000  # runs whose identities a bundle holds before its sets go to the shuffle
 
 
 class SeriesCombineFn(beam.CombineFn):  # type: ignore[misc]
@@ -81,44 +82,6 @@ class SeriesCombineFn(beam.CombineFn):  # type: ignore[misc]
 
     def extract_output(self, accumulator: SeriesCells) -> SeriesCells:
         return accumulator
-
-
-class CombineInBundle(beam.DoFn):  # type: ignore[misc]
-    """(key, input) → (key, compacted accumulator of ``fn``): a bundle's inputs combined per key,
-    flushed whenever ``budget`` inputs are held, so a worker holds at most a budget's worth
-    whatever the fleet. Beam's lifted combine bounds its table by keys (100,000), not size, and
-    held a whole first run's cells; the consumer merges the partials a key gets."""
-
-    def __init__(self, fn: beam.CombineFn, budget: int = FLUSH_VALUES) -> None:
-        self.fn, self.budget = fn, budget
-        self._table: dict[Any, Any] = {}
-        self._held = 0
-
-    def setup(self) -> None:
-        self.fn.setup()
-
-    def teardown(self) -> None:
-        self.fn.teardown()
-
-    def start_bundle(self) -> None:
-        self._table, self._held = {}, 0
-
-    def process(self, kv: tuple[Any, Any]) -> Iterator[tuple[Any, Any]]:
-        key, value = kv
-        acc = self._table.get(key)
-        self._table[key] = self.fn.add_input(self.fn.create_accumulator() if acc is None else acc, value)
-        self._held += 1
-        if self._held >= self.budget:
-            yield from self._flush()
-
-    def finish_bundle(self) -> Iterator[Any]:
-        for kv in self._flush():
-            yield GlobalWindows.windowed_value(kv)
-
-    def _flush(self) -> Iterator[tuple[Any, Any]]:
-        table, self._table, self._held = self._table, {}, 0
-        for key, acc in table.items():
-            yield key, self.fn.compact(acc)
 
 
 def stored_partitions(output: str, table: str = "grader_results") -> list[Partition]:
@@ -328,13 +291,13 @@ class FleetStats(beam.PTransform):
         new_cells = (
             runs
             | "RunCells" >> beam.FlatMap(_run_cells)
-            | "NewCells" >> beam.ParDo(CombineInBundle(SeriesCombineFn()))
+            | "NewCells" >> beam.ParDo(CombineInBundle(SeriesCombineFn(), FLUSH_VALUES))
         )
         # Each side combined before the Flatten: the local runner materializes a Flatten's inputs.
         gone = (
-            (runs | "RunIdents" >> beam.Map(_run_idents) | "NewIdents" >> beam.ParDo(CombineInBundle(IdentsCombineFn())),
+            (runs | "RunIdents" >> beam.Map(_run_idents) | "NewIdents" >> beam.ParDo(CombineInBundle(IdentsCombineFn(), FLUSH_RUNS)),
              inputs["drops"] | "StatsDrops" >> beam.FlatMap(_drop)
-             | "DroppedIdents" >> beam.ParDo(CombineInBundle(IdentsCombineFn())))
+             | "DroppedIdents" >> beam.ParDo(CombineInBundle(IdentsCombineFn(), FLUSH_RUNS)))
             | "FlattenGone" >> beam.Flatten()
         )
         touched = gone | "Touched" >> beam.Keys()  # a partition once per batch that holds it: plan takes sets

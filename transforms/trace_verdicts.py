@@ -1,7 +1,7 @@
 """``task_reliability`` aggregates of the ``trace_verdicts`` rows (graders/one_run.py makes each).
 
-Reruns are grouped by (workflow, task) with ``CombinePerKey(PassKCombineFn)``; a task's row
-lands in the partition of its latest run date.
+Reruns are combined per (workflow, task) with ``PassKCombineFn``, in bounded batches where the
+rows are and merged after the shuffle; a task's row lands in the partition of its latest run date.
 """
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.transforms.combiners import TupleCombineFn
 
-from transforms.reliability import DEFAULT_MAX_K, MergePartials, Partial, PassKCombineFn, task_reliability_row
+from transforms.combine import CombineInBundle, MergeBundles
+from transforms.reliability import DEFAULT_MAX_K, PassKCombineFn, task_reliability_row
+
+FLUSH_RUNS = 10_000  # verdicts a bundle combines before its partials go to the shuffle
 
 
 def _reliability_row(kv: tuple[tuple[str, str], tuple[dict[str, Any], str]]) -> Iterator[dict[str, Any]]:
@@ -35,20 +38,20 @@ class TaskReliability(beam.PTransform):
     def expand(self, verdicts: beam.PCollection | tuple[beam.PCollection, ...]) -> beam.PCollection:
         parts = verdicts if isinstance(verdicts, tuple) else (verdicts,)
         fn = TupleCombineFn(PassKCombineFn(self.max_k), max)
-        # Each part is combined into one partial per task before they are flattened: the local
-        # runner materializes a Flatten, and a (task, outcome) pair per run held one per run.
-        # The combine is lifted: each bundle's runs of a task are counted before the shuffle, so a
-        # busy task merges one small accumulator per bundle. A hot-key fanout added two shuffles
-        # per part, a fifth of the local runner's stages (docs/performance.md, "Fixed cost").
+        # Each part is combined into partials per task where its rows are, in batches of
+        # FLUSH_RUNS, before the parts are flattened: the local runner materializes a Flatten, and
+        # a scheduled workflow has a task per run, so neither a row per run nor a lifted table of
+        # every task is held. A hot-key fanout added two shuffles per part, a fifth of the local
+        # runner's stages (docs/performance.md, "Fixed cost").
         partials = tuple(
             part
             | f"KeyByTask[{i}]" >> beam.Map(_task_outcome)
-            | f"PartialPassK[{i}]" >> beam.CombinePerKey(Partial(fn))
+            | f"PartialPassK[{i}]" >> beam.ParDo(CombineInBundle(fn, FLUSH_RUNS))
             for i, part in enumerate(parts)
         )
         flat = partials[0] if len(partials) == 1 else partials | "FlattenPartials" >> beam.Flatten()
         return (
             flat
-            | "PassK" >> beam.CombinePerKey(MergePartials(fn))
+            | "PassK" >> MergeBundles(fn)
             | "ReliabilityRows" >> beam.FlatMap(_reliability_row)
         )

@@ -17,8 +17,6 @@ from schemas.trace_tables import TASK_RELIABILITY, TRACE_VERDICTS
 from schemas.version import FLEETGRADE_VERSION
 from tests.helpers.combiners import assert_combiner_equivalent
 from transforms.reliability import (
-    MergePartials,
-    Partial,
     PassKCombineFn,
     task_reliability_row,
     trace_verdict_rows,
@@ -40,14 +38,20 @@ def test_combiner_plans_agree(outcomes):
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.dates().map(str)), min_size=1, max_size=12), st.data())
 def test_partials_merged_agree_with_one_combine(inputs, data):
-    """TaskReliability combines each collection into partials, flattens them, and merges: the same
+    """TaskReliability combines batches of each collection into partials, flattens them, and merges: the same
     output as one combine over every input, whatever the split and the plan on either side."""
     fn = TupleCombineFn(PassKCombineFn(max_k=3), max)
     cuts = sorted(data.draw(st.lists(st.integers(1, len(inputs)), max_size=3)))
     parts = [inputs[a:b] for a, b in zip([0, *cuts], [*cuts, len(inputs)], strict=True) if b > a]
-    partials = [assert_combiner_equivalent(Partial(fn), part) for part in parts]
+    partials = []
+    for part in parts:  # what CombineInBundle flushes: a batch's compacted accumulator
+        acc = fn.create_accumulator()
+        for x in part:
+            acc = fn.add_input(acc, x)
+        partials.append(fn.compact(acc))
     whole = assert_combiner_equivalent(fn, inputs)
-    assert assert_combiner_equivalent(MergePartials(fn), partials) == whole
+    assert fn.extract_output(fn.merge_accumulators(partials)) == whole
+    assert fn.extract_output(fn.merge_accumulators(partials[::-1])) == whole
     assert whole[1] == max(d for _, d in inputs)
 
 
@@ -82,3 +86,23 @@ def test_rows_fit_the_arrow_schemas():
     assert row["fleetgrade_version"] == FLEETGRADE_VERSION
     assert row["pass_k"][2] == {"k": 3, "pass_hat_k": None, "pass_at_k": None}
     assert "workflow" not in file_schema(TASK_RELIABILITY).names
+
+
+def test_task_reliability_over_batches_and_parts_is_one_combine(monkeypatch):
+    """Two collections, combined in batches of two verdicts and merged after the shuffle, give
+    each task the row one combine over all its runs gives."""
+    import transforms.trace_verdicts as tv
+    from tests.helpers.beam import local_test_pipeline
+
+    monkeypatch.setattr(tv, "FLUSH_RUNS", 2)
+    rows = [{"workflow": "wf", "task": f"t{i % 3}", "delivered": i % 4 != 0, "date": f"2026-11-0{1 + i % 5}"}
+            for i in range(14)]
+    fn = PassKCombineFn()
+    expected = []
+    for task in ("t0", "t1", "t2"):
+        mine = [r for r in rows if r["task"] == task]
+        out = assert_combiner_equivalent(fn, [r["delivered"] for r in mine])
+        expected.append(task_reliability_row(("wf", task), out, max(r["date"] for r in mine)))
+    with local_test_pipeline() as p:
+        parts = (p | "A" >> beam.Create(rows[:9]), p | "B" >> beam.Create(rows[9:]))
+        assert_that(parts | tv.TaskReliability(), equal_to(expected))

@@ -26,7 +26,8 @@ from graders.tables.parquet import encode_table
 from graders.tables.paths import partition_file
 from tests.helpers.beam import local_test_pipeline
 from tests.helpers.combiners import assert_combiner_equivalent
-from transforms.stats import CombineInBundle, FleetStats, IdentsCombineFn, SeriesCombineFn, plan
+from transforms.combine import CombineInBundle
+from transforms.stats import FleetStats, IdentsCombineFn, SeriesCombineFn, plan
 
 OBS = st.builds(
     Observation,
