@@ -42,7 +42,6 @@ from graders.stats.cells import (
     Observation,
     RunCells,
     SeriesCells,
-    merged,
     partition_observations,
     regression_row,
     stats_rows,
@@ -233,11 +232,7 @@ class _SeriesRows(beam.DoFn):
     def process(self, kv: tuple[tuple[str, str], Iterable[SeriesCells]],
                 plans: dict[str, dict[str, Any]]) -> Iterator[Any]:
         (wf, grader), series = kv
-        parts: dict[str, list[CellAcc]] = {}
-        for part in series:
-            for date, acc in part.days.items():
-                parts.setdefault(date, []).append(acc)
-        daily = {date: merged(accs).compact() for date, accs in parts.items()}
+        daily = SeriesCombineFn().merge_accumulators(series).days
         p = plans.get(wf)
         if p is None:
             return
