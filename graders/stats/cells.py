@@ -287,7 +287,8 @@ def cell_stats(acc: CellAcc, key: tuple[Any, ...], reps: int = BOOTSTRAP_REPS) -
     """The statistics columns of a ``grader_stats`` row (``key`` seeds the bootstrap)."""
     c = acc.clusters()
     sd = sample_sd(c.values)
-    ci = bootstrap_interval(c, rng_for(*key, "mean"), reps)
+    # A generator is seeded only where it draws (seeding is a SHA-256 and a PCG64 set-up).
+    ci = bootstrap_interval(c, rng_for(*key, "mean"), reps) if c.n_tasks >= 2 else None
     found = quantiles(c.values)
     qs: list[float | None] = list(found) if found else [None, None, None]
     tasks = sorted(acc.passes)
@@ -298,6 +299,8 @@ def cell_stats(acc: CellAcc, key: tuple[Any, ...], reps: int = BOOTSTRAP_REPS) -
     pass_k = []
     if gated:
         for k in PASS_KS:
+            if not (n >= k).any():  # no task with k gated runs: no pass^k, nothing drawn
+                continue
             v, lo, hi, nt = pass_hat_k_interval(n, s, k, rng_for(*key, "pass_k", k), reps)
             if v is not None:
                 pass_k.append({"k": k, "value": _r(v), "low": _r(lo), "high": _r(hi), "tasks": nt})

@@ -11,6 +11,7 @@ byte-identical numbers. numpy only: the normal quantiles and the hypergeometric 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Iterator, Sequence
@@ -26,6 +27,8 @@ EXACT_RUNS = 2000  # runs of rerun tasks shuffled exactly per cell; beyond, thei
 # Values drawn at once (chunked draws are the same draws in the same order, so results do not
 # depend on it): ~2 MiB an array, so a window of a thousand tasks holds ~10 MiB, not ~80.
 CHUNK = 250_000
+# Runs of a task below which C(runs, k ≤ 3) is an exact int64 and float64 (pass_hat_k_tasks).
+_EXACT_COMBS = 100_000
 
 
 def rng_for(*key: object) -> Generator:
@@ -98,18 +101,48 @@ def _chunked_subsets(n: int, k: int, rng: Generator, reps: int) -> Iterator[tupl
 def _resample_counts(rng: Generator, n_tasks: int, reps: int) -> np.ndarray:
     """(reps, n_tasks) multiplicities of a with-replacement resample of the tasks."""
     draws = rng.integers(0, n_tasks, size=(reps, n_tasks))
-    flat = (draws + (np.arange(reps) * n_tasks)[:, None]).ravel()
-    return np.bincount(flat, minlength=reps * n_tasks).reshape(reps, n_tasks).astype(np.int64)
+    draws += (np.arange(reps) * n_tasks)[:, None]
+    return np.bincount(draws.ravel(), minlength=reps * n_tasks).reshape(reps, n_tasks).astype(np.int64, copy=False)
 
 
 def bootstrap_means(c: Clusters, rng: Generator, reps: int) -> np.ndarray:
     """Means of ``reps`` task-resamples (a resampled task brings all its runs)."""
     out = np.empty(reps)
     step = max(1, CHUNK // max(c.n_tasks, 1))
+    # One run a task (scheduled runs): every resample holds n_tasks runs, the same divisor.
+    singles = bool((c.counts == 1).all())
+    # Where every sum of the resampled tasks is exact (integer grades, counts, pass/fail), the
+    # drawn tasks' sums are added as drawn: the same float as Σ multiplicity·sum in task order
+    # without building the multiplicities.
+    exact = sums_exact(c.sums, c.n_tasks)
     for lo in range(0, reps, step):
-        k = _resample_counts(rng, c.n_tasks, min(step, reps - lo))
-        out[lo:lo + len(k)] = (k * c.sums).sum(axis=1) / (k * c.counts).sum(axis=1)
+        rows = min(step, reps - lo)
+        if exact:
+            draws = rng.integers(0, c.n_tasks, size=(rows, c.n_tasks))
+            out[lo:lo + rows] = c.sums[draws].sum(axis=1) / (c.n_tasks if singles else c.counts[draws].sum(axis=1))
+        else:
+            k = _resample_counts(rng, c.n_tasks, rows)
+            out[lo:lo + rows] = (k * c.sums).sum(axis=1) / (c.n_tasks if singles else (k * c.counts).sum(axis=1))
     return out
+
+
+def sums_exact(x: np.ndarray, terms: int) -> bool:
+    """Whether every sum of at most ``terms`` of ``x``'s values (repeats allowed) is exact in
+    float64, added in any order: the values are finite multiples of one power of two 2^e, none
+    is a negative zero (whose sign an order could keep or lose), and ``terms`` times the largest
+    stays below 2^(52+e), so every partial sum is a representable multiple of 2^e."""
+    nz = x[x != 0]
+    if bool(np.signbit(x[x == 0]).any()):
+        return False
+    if len(nz) == 0:
+        return True
+    if not bool(np.isfinite(nz).all()):
+        return False
+    mant, ex = np.frexp(nz)
+    m = (mant * 2.0**53).astype(np.int64)  # exact: the 53-bit significand as an integer
+    _, low = np.frexp((m & -m).astype(np.float64))  # its lowest set bit, 2^(low - 1)
+    e = int((ex - 54 + low).min())  # every value is a multiple of 2^e
+    return float(np.abs(nz).max()) * terms < math.ldexp(1.0, 52 + e)
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -139,6 +172,7 @@ def _normal_quantile(p: float) -> float:
     return (lo + hi) / 2
 
 
+@functools.lru_cache(maxsize=4096)
 def expanded_level(level: float, clusters: int) -> float:
     """The expanded percentile bootstrap's level (Hesterberg 2015): the percentile interval is
     too narrow in small samples (it ignores the C/(C−1) bias of the plug-in variance and uses z
@@ -149,9 +183,41 @@ def expanded_level(level: float, clusters: int) -> float:
     return math.erf(z / math.sqrt(2))
 
 
+def fast_quantiles(x: np.ndarray, qs: Sequence[float]) -> list[float]:
+    """``np.quantile(x, qs)`` (linear, type 7) of a 1-d float array, computed term for term as
+    numpy does (virtual index, floor, bounds, gamma, its two-sided lerp) in Python floats, which
+    round as numpy's float64 does, on a sorted copy: numpy's per-call set-up was most of a
+    cell's quantiles. NaN, infinities and a zero picked from an array holding a negative zero go
+    to numpy itself: numpy's sort may drop a zero's sign, and the others are numpy's special cases."""
+    n = len(x)
+    s = np.sort(x)
+    if n == 0 or math.isnan(s[-1]):  # numpy's answer for a slice with a NaN is NaN
+        return [float(v) for v in np.quantile(x, list(qs))]
+    picks = []
+    for q in qs:
+        v = (n - 1) * q
+        i = math.floor(v)
+        j = i + 1
+        if v >= n - 1:
+            i = j = -1
+        a, b = float(s[i]), float(s[j])
+        if not (math.isfinite(a) and math.isfinite(b)) or ((a == 0.0 or b == 0.0) and _negative_zero(x)):
+            return [float(v) for v in np.quantile(x, list(qs))]
+        picks.append((a, b, v - i))
+    out = []
+    for a, b, t in picks:
+        diff = b - a
+        out.append(b - diff * (1 - t) if t >= 0.5 else a + diff * t)
+    return out
+
+
+def _negative_zero(s: np.ndarray) -> bool:
+    return bool(np.any(np.signbit(s[s == 0])))
+
+
 def percentile_interval(samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    lo, hi = np.quantile(samples, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)
+    lo, hi = fast_quantiles(samples, [(1 - level) / 2, (1 + level) / 2])
+    return lo, hi
 
 
 def bootstrap_interval(c: Clusters, rng: Generator, reps: int = 2000, level: float = 0.95
@@ -177,13 +243,22 @@ def quantiles(values: np.ndarray, qs: Sequence[float] = (0.1, 0.5, 0.9)) -> list
     """Exact sample quantiles (linear interpolation, Hyndman & Fan type 7) of every value held."""
     if len(values) == 0:
         return None
-    return [float(x) for x in np.quantile(values, list(qs))]
+    return fast_quantiles(values, qs)
 
 
 def pass_hat_k_tasks(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
     """Per-task unbiased pass^k = C(c,k)/C(n,k) for tasks with n ≥ k (tau-bench)."""
     keep = n >= k
-    return np.array([math.comb(int(ci), k) / math.comb(int(ni), k) for ni, ci in zip(n[keep], c[keep], strict=True)],
+    nk, ck = n[keep], c[keep]
+    if k <= 3 and len(nk) and int(nk.max()) < _EXACT_COMBS:
+        # C(x, k) as int64 products: exact below 2**53, so each quotient is the correctly rounded
+        # one, as math.comb's int / int is.
+        num, den = np.ones(len(nk), dtype=np.int64), np.ones(len(nk), dtype=np.int64)
+        for i in range(k):
+            num, den = num * (ck - i), den * (nk - i)
+        fact = math.factorial(k)
+        return (num // fact) / (den // fact)
+    return np.array([math.comb(int(ci), k) / math.comb(int(ni), k) for ni, ci in zip(nk, ck, strict=True)],
                     dtype=np.float64)
 
 
@@ -308,7 +383,11 @@ def _strata_sums(strata: list[tuple[np.ndarray, int]], rng: Generator, reps: int
         step = max(1, CHUNK // block.size)
         for lo in range(0, reps, step):
             hi = min(reps, lo + step)
-            shuffled = rng.permuted(np.broadcast_to(block, (hi - lo, *block.shape)).copy(), axis=-1)
+            # Shuffled as rows of a 2-d array: the same shuffles in the same order as along the
+            # last axis of the 3-d one, without numpy's much slower iteration over 3-d slices.
+            # C-contiguous, as the 3-d copy was: the sum below adds in memory order.
+            rows = np.ascontiguousarray(np.broadcast_to(block, (hi - lo, *block.shape)).reshape(-1, block.shape[-1]))
+            shuffled = rng.permuted(rows, axis=1).reshape(hi - lo, *block.shape)
             out[lo:hi] += shuffled[:, :, :k].sum(axis=(1, 2))
     return out
 
