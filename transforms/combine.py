@@ -4,7 +4,7 @@ run), where Beam's lifted combine would keep every key of a bundle in one table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -16,10 +16,12 @@ class CombineInBundle(beam.DoFn):  # type: ignore[misc]
     flushed whenever ``budget`` inputs are held, so a worker holds at most a budget's worth
     whatever the fleet. Beam's lifted combine bounds its table by keys (100,000), not size, and
     held a whole first run's cells; :class:`MergeBundles` (or the consumer) merges the partials
-    a key gets."""
+    a key gets. ``explode`` turns each element into its (key, input) pairs first: in this step
+    rather than a FlatMap before it, one Beam step fewer (each costs a job ~9 ms of set-up)."""
 
-    def __init__(self, fn: beam.CombineFn, budget: int) -> None:
-        self.fn, self.budget = fn, budget
+    def __init__(self, fn: beam.CombineFn, budget: int,
+                 explode: Callable[[Any], Iterable[tuple[Any, Any]]] | None = None) -> None:
+        self.fn, self.budget, self.explode = fn, budget, explode
         self._table: dict[Any, Any] = {}
         self._held = 0
 
@@ -32,13 +34,13 @@ class CombineInBundle(beam.DoFn):  # type: ignore[misc]
     def start_bundle(self) -> None:
         self._table, self._held = {}, 0
 
-    def process(self, kv: tuple[Any, Any]) -> Iterator[tuple[Any, Any]]:
-        key, value = kv
-        acc = self._table.get(key)
-        self._table[key] = self.fn.add_input(self.fn.create_accumulator() if acc is None else acc, value)
-        self._held += 1
-        if self._held >= self.budget:
-            yield from self._flush()
+    def process(self, element: Any) -> Iterator[tuple[Any, Any]]:
+        for key, value in (element,) if self.explode is None else self.explode(element):
+            acc = self._table.get(key)
+            self._table[key] = self.fn.add_input(self.fn.create_accumulator() if acc is None else acc, value)
+            self._held += 1
+            if self._held >= self.budget:
+                yield from self._flush()
 
     def finish_bundle(self) -> Iterator[Any]:
         for kv in self._flush():

@@ -141,9 +141,9 @@ def _between(dates: list[int], lo: int, hi: int) -> list[int]:
     return dates[bisect.bisect_left(dates, lo):bisect.bisect_right(dates, hi)]
 
 
-def _run_idents(cells: RunCells) -> tuple[Partition, frozenset[tuple[Any, ...]]]:
+def _run_idents(cells: RunCells) -> Iterator[tuple[Partition, frozenset[tuple[Any, ...]]]]:
     part, idents, _ = cells
-    return part, frozenset(idents)
+    yield part, frozenset(idents)
 
 
 def _run_cells(cells: RunCells) -> Iterator[tuple[tuple[str, str], tuple[str, Observation]]]:
@@ -283,16 +283,11 @@ class FleetStats(beam.PTransform):
         output, window, baseline = self.output, self.window, self.baseline
         # Per-run records never cross a shuffle: observations are combined into partial daily
         # cells, and the replaced identities into sets per partition, where the runs are graded.
-        new_cells = (
-            runs
-            | "RunCells" >> beam.FlatMap(_run_cells)
-            | "NewCells" >> beam.ParDo(CombineInBundle(SeriesCombineFn(), FLUSH_VALUES))
-        )
+        new_cells = runs | "NewCells" >> beam.ParDo(CombineInBundle(SeriesCombineFn(), FLUSH_VALUES, _run_cells))
         # Each side combined before the Flatten: the local runner materializes a Flatten's inputs.
         gone = (
-            (runs | "RunIdents" >> beam.Map(_run_idents) | "NewIdents" >> beam.ParDo(CombineInBundle(IdentsCombineFn(), FLUSH_RUNS)),
-             inputs["drops"] | "StatsDrops" >> beam.FlatMap(_drop)
-             | "DroppedIdents" >> beam.ParDo(CombineInBundle(IdentsCombineFn(), FLUSH_RUNS)))
+            (runs | "NewIdents" >> beam.ParDo(CombineInBundle(IdentsCombineFn(), FLUSH_RUNS, _run_idents)),
+             inputs["drops"] | "DroppedIdents" >> beam.ParDo(CombineInBundle(IdentsCombineFn(), FLUSH_RUNS, _drop)))
             | "FlattenGone" >> beam.Flatten()
         )
         touched = gone | "Touched" >> beam.Keys()  # a partition once per batch that holds it: plan takes sets

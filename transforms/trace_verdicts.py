@@ -23,8 +23,8 @@ def _reliability_row(kv: tuple[tuple[str, str], tuple[dict[str, Any], str]]) -> 
     yield task_reliability_row(key, output, last_date)
 
 
-def _task_outcome(row: dict[str, Any]) -> tuple[tuple[str, str], tuple[Any, str]]:
-    return (row["workflow"], row["task"]), (row["delivered"], row["date"])
+def _task_outcome(row: dict[str, Any]) -> tuple[tuple[tuple[str, str], tuple[Any, str]]]:
+    return (((row["workflow"], row["task"]), (row["delivered"], row["date"])),)
 
 
 class TaskReliability(beam.PTransform):
@@ -44,9 +44,7 @@ class TaskReliability(beam.PTransform):
         # every task is held. A hot-key fanout added two shuffles per part, a fifth of the local
         # runner's stages (docs/performance.md, "Fixed cost").
         partials = tuple(
-            part
-            | f"KeyByTask[{i}]" >> beam.Map(_task_outcome)
-            | f"PartialPassK[{i}]" >> beam.ParDo(CombineInBundle(fn, FLUSH_RUNS))
+            part | f"PartialPassK[{i}]" >> beam.ParDo(CombineInBundle(fn, FLUSH_RUNS, _task_outcome))
             for i, part in enumerate(parts)
         )
         flat = partials[0] if len(partials) == 1 else partials | "FlattenPartials" >> beam.Flatten()

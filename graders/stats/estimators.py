@@ -25,8 +25,11 @@ Z80 = 0.8416212335729143  # standard normal 0.80 quantile (power of the minimum 
 TAIL_HITS = 10  # permutations as extreme as observed below which the tail is approximated
 EXACT_RUNS = 2000  # runs of rerun tasks shuffled exactly per cell; beyond, their normal limit
 # Values drawn at once (chunked draws are the same draws in the same order, so results do not
-# depend on it): ~2 MiB an array, so a window of a thousand tasks holds ~10 MiB, not ~80.
-CHUNK = 250_000
+# depend on it): 32 KiB arrays, so the few a chunk holds at once stay under glibc's mmap and
+# trim thresholds (128 KiB, fixed by transforms/heap.py) and are reused from the heap, where
+# 2 MiB arrays were mapped, page-faulted and unmapped on every chunk (~a third of the
+# statistics' CPU in a job, as system time).
+CHUNK = 4096
 # Runs of a task below which C(runs, k ≤ 3) is an exact int64 and float64 (pass_hat_k_tasks).
 _EXACT_COMBS = 100_000
 
