@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
+import pytest
 from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -83,7 +84,8 @@ def test_a_cell_of_scheduled_runs_is_held_flat() -> None:
     assert acc.values["run:10000003"] == [3 / 7] and acc.passes["run:10000003"] == [0]
 
 
-def test_combine_in_bundle_flushes_partials_that_merge_into_the_cells_of_all() -> None:
+@pytest.mark.parametrize("grouped", [False, True])
+def test_combine_in_bundle_flushes_partials_that_merge_into_the_cells_of_all(grouped: bool) -> None:
     obs = [(("wf", "g" if i % 3 else "h"), (f"2026-11-0{1 + i % 2}", Observation(f"t{i % 5}", i / 4, i % 2 == 0,
                                                                                   "pass")))
            for i in range(40)]
@@ -98,12 +100,20 @@ def test_combine_in_bundle_flushes_partials_that_merge_into_the_cells_of_all() -
         return kv[0], out, len(kv[1])
 
     with local_test_pipeline() as p:
-        partials = p | beam.Create(obs) | beam.ParDo(CombineInBundle(SeriesCombineFn(), budget=4))
+        if grouped:  # elements holding several inputs each, exploded by the step itself
+            groups = [obs[i:i + 3] for i in range(0, len(obs), 3)]
+            partials = p | beam.Create(groups) | beam.ParDo(CombineInBundle(SeriesCombineFn(), 4, _each))
+        else:
+            partials = p | beam.Create(obs) | beam.ParDo(CombineInBundle(SeriesCombineFn(), budget=4))
         out = partials | beam.GroupByKey() | beam.Map(merge_all)
         assert_that(out | beam.MapTuple(lambda k, acc, _n: (k, acc)), equal_to(list(whole.items())), label="cells")
         # 40 inputs with a budget of 4: at least ten flushes, so more partials than keys.
         assert_that(out | beam.MapTuple(lambda _k, _acc, n: n) | beam.CombineGlobally(sum), _at_least(10),
                     label="flushed")
+
+
+def _each(group: list[Any]) -> list[Any]:
+    return group
 
 
 def _at_least(n: int) -> Any:
