@@ -8,10 +8,12 @@ the tests and the pipeline share one preprocessing path.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import itertools
 import os
 import stat
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -120,9 +122,15 @@ class RunFiles:
         # The limit holds on the bytes read, not the size listed: a file can grow, or be a device.
         # No more is read than the run's budget has left (plus one byte, to see it is passed).
         self.check_time(rel)
-        left = max(0, MAX_RUN_BYTES - self.bytes_read)
+        cap = min(MAX_FILE_SIZE, max(0, MAX_RUN_BYTES - self.bytes_read)) + 1
+        # A read of ``cap`` bytes allocates all of them first (~17 µs for 50 MiB, more than a
+        # small file's open and read): ask for the listed size and one byte more, and only for
+        # the rest, up to ``cap``, when the file holds more than was listed.
+        first = min(cap, self.sizes.get(rel, 0) + 1)
         with self.open(rel) as fh:
-            data = fh.read(min(MAX_FILE_SIZE, left) + 1)
+            data = fh.read(first)
+            if len(data) == first < cap:
+                data += fh.read(cap - first)
         if len(data) > MAX_FILE_SIZE:
             raise self._over_limit(rel)
         self._charge(len(data), rel)
@@ -337,15 +345,73 @@ _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
+class _OpenHow(ctypes.Structure):
+    """``struct open_how`` of Linux's openat2(2)."""
+
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+_SYS_OPENAT2: Final = 437  # the same number on every Linux architecture
+_RESOLVE_NO_SYMLINKS: Final = 0x04
+_RESOLVE_BENEATH: Final = 0x08
+
+
+def _make_openat2() -> Callable[[int, bytes], int] | None:
+    """openat2(dir_fd, path) with ``_FILE_FLAGS``, no symlink anywhere on the path and nothing
+    outside ``dir_fd``: one system call where the folder-by-folder walk takes one per folder.
+    Returns the file descriptor, or -1 on any failure. None where the kernel (or a seccomp
+    filter) has no openat2: every file is then opened folder by folder."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        syscall = ctypes.CDLL(None, use_errno=True).syscall
+    except (OSError, AttributeError):
+        return None
+    syscall.restype = ctypes.c_long
+    syscall.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t]
+    how = _OpenHow(_FILE_FLAGS, 0, _RESOLVE_NO_SYMLINKS | _RESOLVE_BENEATH)
+    how_ref, how_size = ctypes.byref(how), ctypes.sizeof(how)
+
+    def openat2(dir_fd: int, path: bytes) -> int:
+        return int(syscall(_SYS_OPENAT2, dir_fd, path, how_ref, how_size))
+
+    try:
+        probe = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fd = openat2(probe, b".")
+    finally:
+        os.close(probe)
+    if fd < 0:
+        return None
+    os.close(fd)
+    return openat2
+
+
+_openat2 = _make_openat2()
+
+
 def open_regular(root: str, rel: str) -> IO[bytes]:
     """Open ``root/rel`` for reading, following no symlink at or below ``root``, and only if
     it is a regular file.
 
     Each folder of ``rel`` is opened relative to the one before with ``O_NOFOLLOW``, so a folder
-    replaced by a link after the listing cannot lead out of the run folder either.
+    replaced by a link after the listing cannot lead out of the run folder either. Where Linux
+    has openat2, one call does the same (``_make_openat2``); when it fails, the walk folder by
+    folder says why.
     """
-    parts = rel.split("/")
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    if _openat2 is not None and "\0" not in rel:
+        try:
+            file_fd = _openat2(fd, os.fsencode(rel))
+        except BaseException:
+            os.close(fd)
+            raise
+        if file_fd >= 0:
+            os.close(fd)
+            return _regular_file(root, rel, file_fd)
+    parts = rel.split("/")
     try:
         for part in parts[:-1]:
             try:
@@ -363,6 +429,11 @@ def open_regular(root: str, rel: str) -> IO[bytes]:
             raise
     finally:
         os.close(fd)
+    return _regular_file(root, rel, file_fd)
+
+
+def _regular_file(root: str, rel: str, file_fd: int) -> IO[bytes]:
+    """``file_fd`` as a file object, if it is a regular file (else closed, and refused)."""
     try:
         mode = os.fstat(file_fd).st_mode
         if not stat.S_ISREG(mode):

@@ -14,6 +14,7 @@ from graders.grading.plan import GradingPlan, PlanEntry
 from graders.jsrt.jscompat import js_stringify
 from graders.jsrt.jsonio import JsonTooDeep, parse_json
 from graders.prepare import UnreadableRunError, prepare_run
+from graders.runs import runfiles
 from graders.runs.layout import layout_hints
 from graders.runs.runfiles import (
     NOT_UTF8,
@@ -105,7 +106,12 @@ def test_an_unreadable_folder_is_a_warning_and_an_unreadable_run_a_dead_letter(t
         prepare_run(local_run_files(run), "w/run-1")
 
 
-def test_open_regular_follows_no_link_and_opens_no_fifo(tmp_path):
+@pytest.mark.parametrize("openat2", [True, False], ids=["openat2", "folder-by-folder"])
+def test_open_regular_follows_no_link_and_opens_no_fifo(tmp_path, monkeypatch, openat2):
+    if not openat2:
+        monkeypatch.setattr(runfiles, "_openat2", None)
+    elif runfiles._openat2 is None:
+        pytest.skip("no openat2 here")
     run = tmp_path / "run"
     (run / "sub").mkdir(parents=True)
     (run / "sub" / "a.json").write_text("{}")
@@ -117,8 +123,9 @@ def test_open_regular_follows_no_link_and_opens_no_fifo(tmp_path):
     os.mkfifo(run / "fifo")
     with open_regular(str(run), "sub/a.json") as fh:
         assert fh.read() == b"{}"
-    for rel in ("link.json", "linkdir/a.json", "fifo"):  # listed as regular once, swapped since
-        with pytest.raises(NotReadable):
+    os.symlink(run / "sub", run / "inner")  # a link to a folder of the run is not followed either
+    for rel in ("link.json", "linkdir/a.json", "fifo", "inner/a.json"):
+        with pytest.raises(NotReadable):  # listed as regular once, swapped since
             open_regular(str(run), rel)
 
 
