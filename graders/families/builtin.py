@@ -146,21 +146,25 @@ def _safe_nonneg_int(value: Any) -> int | None:
     return n
 
 
-def _counted_ints(raw: list[Any]) -> list[int] | None:
-    """The column as the working-set grader counts it, when that needs no per-value test:
-    ints and strings only (a string is never counted, so it reads as 0), every int within
-    0..2**53 - 1. Otherwise None."""
+def _counted_ints(raw: list[Any]) -> tuple[int, int] | None:
+    """(total, peak) of the column as the working-set grader counts it, when that needs no
+    per-value test: ints and strings only (a string is never counted, so it reads as 0), every
+    int within 0..2**53 - 1. Otherwise None."""
     if not known_safe_ints(raw):
-        kinds = set(map(type, raw))
+        types = list(map(type, raw))
+        kinds = set(types)
         if not kinds <= {int, str}:
             return None
         if str in kinds:
             raw = list(raw)
-            for i in positions(list(map(type, raw)), str):
+            for i in positions(types, str):
                 raw[i] = 0
-    if raw and (min(raw) < 0 or max(raw) > _MAX_SAFE_INT):
+    if not raw:
+        return 0, 0
+    peak = max(raw)
+    if peak > _MAX_SAFE_INT or min(raw) < 0:
         return None
-    return raw
+    return sum(raw), peak
 
 
 @grader("working-set-rebuild-factor", name="Working-Set Rebuild Factor",
@@ -172,9 +176,9 @@ def working_set_rebuild_factor(trace: Trace, ctx: GraderContext) -> float | None
     raw = count_column(entries, "input_tokens")
     total = 0
     peak = 0
-    ints = _counted_ints(raw)
-    if ints is not None:
-        total, peak, raw = sum(ints), max(ints, default=0), []
+    counted = _counted_ints(raw)
+    if counted is not None:
+        (total, peak), raw = counted, []
     for value in raw:
         # _safe_nonneg_int's int case inlined: once per token record, nearly all of them ints.
         if type(value) is int:

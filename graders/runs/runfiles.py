@@ -89,6 +89,8 @@ class RunFiles:
         self.bytes_read = 0
         # SHA-256 of every file preprocessing consumed: the run's input digest is built from them.
         self.file_digests: dict[str, str] = {}
+        # Documents a reader parsed from the run's files, kept for the next reader that asks.
+        self.parsed: dict[str, Any] = {}
 
     def exists(self, rel: str) -> bool:
         return rel in self.sizes
@@ -110,7 +112,7 @@ class RunFiles:
             raise RunOverBudget(f"{self.root}: run folder took longer than {MAX_RUN_SECONDS:g} s "
                                 f"to read and preprocess{where}; not graded")
 
-    def _charge(self, n: int, rel: str) -> None:
+    def charge(self, n: int, rel: str) -> None:
         """Count ``n`` more bytes read from ``rel`` against the run's budget, and the time so far."""
         self.bytes_read += n
         if self.bytes_read > MAX_RUN_BYTES:
@@ -133,7 +135,7 @@ class RunFiles:
                 data += fh.read(cap - first)
         if len(data) > MAX_FILE_SIZE:
             raise self._over_limit(rel)
-        self._charge(len(data), rel)
+        self.charge(len(data), rel)
         self.file_digests[rel] = hashlib.sha256(data).hexdigest()
         return data
 
@@ -146,7 +148,7 @@ class RunFiles:
                 read += len(line)
                 if read > MAX_FILE_SIZE:
                     raise self._over_limit(rel)
-                self._charge(len(line), rel)
+                self.charge(len(line), rel)
                 hasher.update(line)
                 yield line
         self.file_digests[rel] = hasher.hexdigest()
@@ -170,7 +172,7 @@ class RunFiles:
                 read += len(block)
                 if read > MAX_FILE_SIZE:  # so a line, too, is bounded by the bytes read
                     raise self._over_limit(rel)
-                self._charge(len(block), rel)
+                self.charge(len(block), rel)
                 hasher.update(block)
                 if b"\n" not in block:
                     pending.append(block)
