@@ -28,7 +28,7 @@ from graders.runs.runfiles import (
     open_regular,
     walk_local,
 )
-from graders.runs.runmeta import MetadataError, determine_run_meta
+from graders.runs.runmeta import MetadataError, determine_run_meta, read_aw_info
 from graders.tables.rows import result_rows
 from schemas.documents import RunMeta
 
@@ -164,6 +164,18 @@ def test_the_largest_attempt_and_a_long_cjk_name_are_identities(tmp_path):
     meta = _meta(tmp_path, {"workflow_name": "工" * 256, "run_id": 1, "run_attempt": 2**31 - 1,
                             "created_at": "2026-05-01T00:00:00Z"})
     assert (meta.workflow, meta.attempt) == ("工" * 256, 2**31 - 1)
+
+
+def test_aw_info_is_read_once_per_run_and_counted_once_per_reader(tmp_path):
+    (tmp_path / "aw_info.json").write_text(json.dumps({"workflow_name": "w", "run_id": 1}))
+    files = local_run_files(tmp_path)
+    opened: list[str] = []
+    opener = files._opener
+    files._opener = lambda rel: (opened.append(rel), opener(rel))[1]
+    first = read_aw_info(files)
+    assert read_aw_info(files) == first and read_aw_info(files)[1] is first[1]
+    assert opened == ["aw_info.json"]
+    assert files.bytes_read == 3 * (tmp_path / "aw_info.json").stat().st_size  # runs.bytes_read as before
 
 
 @pytest.mark.parametrize("folder", ["0000-00-00", "2026-13-45", "date=2026-02-30"])
