@@ -93,6 +93,8 @@ def check_name(value: str, field: str, limit: int, where: str) -> str:
     if len(value) > limit:
         raise MetadataError(f"{where}: {field} is {len(value)} characters long, over the limit of "
                             f"{limit}: {_short(value)}")
+    if value.isascii() and value.isprintable():  # the common case: no control character, in C
+        return value
     bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cs")), None)
     if bad is not None:
         raise MetadataError(f"{where}: {field} holds the control character {bad!r}: {_short(value)}")

@@ -5,9 +5,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import unicodedata
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from graders.grading.engine import grade_trace
 from graders.grading.plan import GradingPlan, PlanEntry
@@ -28,7 +31,7 @@ from graders.runs.runfiles import (
     open_regular,
     walk_local,
 )
-from graders.runs.runmeta import MetadataError, determine_run_meta, read_aw_info
+from graders.runs.runmeta import MetadataError, check_name, determine_run_meta, read_aw_info
 from graders.tables.rows import result_rows
 from schemas.documents import RunMeta
 
@@ -217,3 +220,15 @@ def test_a_grader_returning_deep_diagnostics_fails_only_itself(depth):
     meta = RunMeta(workflow="w", run_id="1", attempt=1, date="2026-05-01", root="r",
                    metadata_source="aw_info")
     assert len(result_rows(meta, list(results.values()), plan, "digest")) == 2  # every row encodes
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.one_of(st.characters(), st.sampled_from(["\ud800", "\x7f", "\x85", "\x00", "é", " "])),
+               max_size=12))
+def test_an_identity_is_refused_exactly_when_it_holds_a_control_character(value):
+    bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cs")), None)
+    if bad is None:
+        assert check_name(value, "run_id", 100, "w") == value
+    else:
+        with pytest.raises(MetadataError, match="holds the control character"):
+            check_name(value, "run_id", 100, "w")
