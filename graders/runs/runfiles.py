@@ -8,6 +8,7 @@ the tests and the pipeline share one preprocessing path.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import itertools
@@ -100,6 +101,12 @@ class RunFiles:
 
     def open(self, rel: str) -> AbstractContextManager[IO[bytes]]:
         return self._opener(self.listed.get(rel, rel))
+
+    def held(self) -> AbstractContextManager[None]:
+        """While in it, the run folder stays open for its files to be opened under (a local
+        run's ``LocalOpener``; other openers have nothing to hold)."""
+        hold = getattr(self._opener, "held", None)
+        return hold() if callable(hold) else contextlib.nullcontext()
 
     def _over_limit(self, rel: str) -> FileTooLarge:
         return FileTooLarge(f"{self.display(rel)}: more than {MAX_FILE_SIZE} bytes read (listed as "
@@ -394,25 +401,31 @@ def _make_openat2() -> Callable[[int, bytes], int] | None:
 _openat2 = _make_openat2()
 
 
-def open_regular(root: str, rel: str) -> IO[bytes]:
+def open_regular(root: str, rel: str, root_fd: int | None = None) -> IO[bytes]:
     """Open ``root/rel`` for reading, following no symlink at or below ``root``, and only if
-    it is a regular file.
+    it is a regular file; ``root_fd``: ``root`` already open (``LocalOpener.held``), else it is
+    opened here.
 
     Each folder of ``rel`` is opened relative to the one before with ``O_NOFOLLOW``, so a folder
     replaced by a link after the listing cannot lead out of the run folder either. Where Linux
     has openat2, one call does the same (``_make_openat2``); when it fails, the walk folder by
     folder says why.
     """
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    own = root_fd is None
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) if root_fd is None else root_fd
     if _openat2 is not None and "\0" not in rel:
         try:
             file_fd = _openat2(fd, os.fsencode(rel))
         except BaseException:
-            os.close(fd)
+            if own:
+                os.close(fd)
             raise
         if file_fd >= 0:
-            os.close(fd)
+            if own:
+                os.close(fd)
             return _regular_file(root, rel, file_fd)
+    if not own:
+        fd = os.dup(fd)  # the walk closes each folder it leaves: never the held one
     parts = rel.split("/")
     try:
         for part in parts[:-1]:
@@ -459,14 +472,38 @@ def local_run_files(root: str | os.PathLike[str]) -> RunFiles:
     return local_listing_files(base, walk_local(base))
 
 
+class LocalOpener:
+    """``open_regular`` under one run folder; while ``held``, the folder is opened once (when
+    its first file is) for every file instead of once per file."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._holding = False
+        self._fd: int | None = None
+
+    def __call__(self, rel: str) -> AbstractContextManager[IO[bytes]]:
+        if self._holding and self._fd is None:
+            self._fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return open_regular(self.root, rel, self._fd)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        if self._holding:  # already held further up
+            yield
+            return
+        self._holding = True
+        try:
+            yield
+        finally:
+            fd, self._fd, self._holding = self._fd, None, False
+            if fd is not None:
+                os.close(fd)
+
+
 def local_listing_files(base: str, listing: Iterable[tuple[Any, ...]]) -> RunFiles:
     """A local run folder whose files (relative path, size[, mtime]) were listed."""
     listing = bounded_listing(base, listing)
-
-    def opener(rel: str) -> AbstractContextManager[IO[bytes]]:
-        return open_regular(base, rel)
-
-    return RunFiles(base, listing_sizes(listing), opener, skipped_warnings(base, listing))
+    return RunFiles(base, listing_sizes(listing), LocalOpener(base), skipped_warnings(base, listing))
 
 
 def listing_sizes(listing: Iterable[tuple[Any, ...]]) -> dict[str, int]:

@@ -132,6 +132,28 @@ def test_open_regular_follows_no_link_and_opens_no_fifo(tmp_path, monkeypatch, o
             open_regular(str(run), rel)
 
 
+@pytest.mark.parametrize("openat2", [True, False], ids=["openat2", "folder-by-folder"])
+def test_a_held_run_folder_is_opened_once_for_its_files_and_closed_after(tmp_path, monkeypatch, openat2):
+    if not openat2:
+        monkeypatch.setattr(runfiles, "_openat2", None)
+    run = tmp_path / "run"
+    (run / "a" / "b").mkdir(parents=True)
+    (run / "top.json").write_text("1")
+    (run / "a" / "b" / "deep.json").write_text("2")
+    os.symlink(run / "top.json", run / "link.json")
+    files = local_run_files(run)
+    fds = len(os.listdir("/proc/self/fd"))
+    with files.held():
+        assert files.read("a/b/deep.json") == b"2"
+        with pytest.raises(NotReadable):
+            files.open("link.json")
+        os.rename(run, tmp_path / "moved")  # the folder held is the one read, wherever it goes
+        assert files.read("top.json") == b"1" and files.read("a/b/deep.json") == b"2"
+    assert len(os.listdir("/proc/self/fd")) == fds
+    with pytest.raises(FileNotFoundError):  # not held: each file is opened by the folder's path
+        files.read("top.json")
+
+
 def _zeros(_: str) -> io.BufferedReader:
     return open("/dev/zero", "rb")
 
