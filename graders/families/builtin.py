@@ -86,22 +86,21 @@ def loops(trace: Trace, ctx: GraderContext) -> int:
     """
     count = 0
     prev_name: str | None = None
-    prev_args: Any = None
+    prev_call: Any = None
     prev_text: Any = _UNSET  # the previous call's JSON text, once written out
     for call, name in zip(trace["toolCalls"], _names_of_calls(trace, ctx), strict=True):
         name_text = name if type(name) is str else js_string(name)
-        args = _loop_args(call if isinstance(call, dict) else _NO_RECORD)
-        if name_text == prev_name:
+        if name_text == prev_name:  # only then are the arguments looked up, and written out
             if prev_text is _UNSET:
-                prev_text = js_stringify(prev_args)
-            text = js_stringify(args)
+                prev_text = js_stringify(_loop_args(prev_call if isinstance(prev_call, dict) else _NO_RECORD))
+            text = js_stringify(_loop_args(call if isinstance(call, dict) else _NO_RECORD))
             if text == prev_text:
                 count += 1
             prev_text = text
         else:
             prev_text = _UNSET
         prev_name = name_text
-        prev_args = args
+        prev_call = call
     return count
 
 
