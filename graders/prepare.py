@@ -68,6 +68,11 @@ def prepare_run(
             f"{files.root}: no gh-aw run artifacts (aw_info.json, agent_output.json, mcp-logs/, "
             f"sandbox/, …) found; it holds {listed}"
         )
+    with files.held():  # the run folder opened once for all its files
+        return _prepared(files, run_root, identify)
+
+
+def _prepared(files: RunFiles, run_root: str, identify: Callable[[RunFiles, str], RunMeta]) -> PreparedRun:
     meta = identify(files, run_root)
     _, aw_info = read_aw_info(files)
     report = PreprocessReport(warnings=list(files.warnings))

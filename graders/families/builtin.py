@@ -86,22 +86,21 @@ def loops(trace: Trace, ctx: GraderContext) -> int:
     """
     count = 0
     prev_name: str | None = None
-    prev_args: Any = None
+    prev_call: Any = None
     prev_text: Any = _UNSET  # the previous call's JSON text, once written out
     for call, name in zip(trace["toolCalls"], _names_of_calls(trace, ctx), strict=True):
         name_text = name if type(name) is str else js_string(name)
-        args = _loop_args(call if isinstance(call, dict) else _NO_RECORD)
-        if name_text == prev_name:
+        if name_text == prev_name:  # only then are the arguments looked up, and written out
             if prev_text is _UNSET:
-                prev_text = js_stringify(prev_args)
-            text = js_stringify(args)
+                prev_text = js_stringify(_loop_args(prev_call if isinstance(prev_call, dict) else _NO_RECORD))
+            text = js_stringify(_loop_args(call if isinstance(call, dict) else _NO_RECORD))
             if text == prev_text:
                 count += 1
             prev_text = text
         else:
             prev_text = _UNSET
         prev_name = name_text
-        prev_args = args
+        prev_call = call
     return count
 
 
@@ -146,21 +145,25 @@ def _safe_nonneg_int(value: Any) -> int | None:
     return n
 
 
-def _counted_ints(raw: list[Any]) -> list[int] | None:
-    """The column as the working-set grader counts it, when that needs no per-value test:
-    ints and strings only (a string is never counted, so it reads as 0), every int within
-    0..2**53 - 1. Otherwise None."""
+def _counted_ints(raw: list[Any]) -> tuple[int, int] | None:
+    """(total, peak) of the column as the working-set grader counts it, when that needs no
+    per-value test: ints and strings only (a string is never counted, so it reads as 0), every
+    int within 0..2**53 - 1. Otherwise None."""
     if not known_safe_ints(raw):
-        kinds = set(map(type, raw))
+        types = list(map(type, raw))
+        kinds = set(types)
         if not kinds <= {int, str}:
             return None
         if str in kinds:
             raw = list(raw)
-            for i in positions(list(map(type, raw)), str):
+            for i in positions(types, str):
                 raw[i] = 0
-    if raw and (min(raw) < 0 or max(raw) > _MAX_SAFE_INT):
+    if not raw:
+        return 0, 0
+    peak = max(raw)
+    if peak > _MAX_SAFE_INT or min(raw) < 0:
         return None
-    return raw
+    return sum(raw), peak
 
 
 @grader("working-set-rebuild-factor", name="Working-Set Rebuild Factor",
@@ -172,9 +175,9 @@ def working_set_rebuild_factor(trace: Trace, ctx: GraderContext) -> float | None
     raw = count_column(entries, "input_tokens")
     total = 0
     peak = 0
-    ints = _counted_ints(raw)
-    if ints is not None:
-        total, peak, raw = sum(ints), max(ints, default=0), []
+    counted = _counted_ints(raw)
+    if counted is not None:
+        (total, peak), raw = counted, []
     for value in raw:
         # _safe_nonneg_int's int case inlined: once per token record, nearly all of them ints.
         if type(value) is int:

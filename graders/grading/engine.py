@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import orjson
@@ -27,30 +27,35 @@ def describe_exception(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+_LOOKUP: Any = object()
+
+
+def registered_spec(entry: PlanEntry) -> registry.GraderSpec | None:
+    """The registered function that grades ``entry``, None when an executor (or nothing) does."""
+    return registry.get(entry.id) if entry.source in registry.REGISTERED_SOURCES else None
+
+
 def grade_one(
     entry: PlanEntry,
     trace: dict[str, Any],
     ctx: GraderContext,
     executors: Mapping[str, Executor] | None = None,
     template: dict[str, Any] | None = None,
+    spec: registry.GraderSpec | None = _LOOKUP,
 ) -> dict[str, Any]:
-    """One grader's normalized result; ``template``: the entry's ``GradingPlan.result_templates``."""
+    """One grader's normalized result; ``template``: the entry's ``GradingPlan.result_templates``;
+    ``spec``: its ``registered_spec``, when the caller has looked it up."""
     if entry.error:
         return error_result(entry, f"grader {entry.id} runtime error: {entry.error}")
-    spec = registry.get(entry.id) if entry.source in registry.REGISTERED_SOURCES else None
-    run: Callable[[], Any] | None = None
-    if spec is not None:
-        run = lambda: spec.fn(trace, ctx)  # noqa: E731
-    elif executors and entry.family in executors:
-        executor = executors[entry.family]
-        run = lambda: executor(entry, trace, ctx)  # noqa: E731
-    if run is None:
+    if spec is _LOOKUP:
+        spec = registered_spec(entry)
+    if spec is None and not (executors and entry.family in executors):
         result = normalize_result(None, entry)
         result["status"] = "unavailable"
         result["error"] = f"grader {entry.id}: no implementation available"
         return result
     try:
-        raw = run()
+        raw = spec.fn(trace, ctx) if spec is not None else executors[entry.family](entry, trace, ctx)  # type: ignore[index]
     except Exception as exc:  # a grader failure is a result, never a crashed run
         return error_result(entry, f"grader {entry.id} runtime error: {describe_exception(exc)}")
     try:
@@ -84,12 +89,11 @@ def grade_trace(
     (``preprocess.read_trajectory_ir_file``); ``evidence`` the run's ``RunEvidence``
     (graders/formats/evidence.py), which the observed family grades.
     """
-    enabled = plan.enabled
-    count = len(enabled)
+    count = len(plan.enabled)
     results = []
     run_memo: dict[Any, Any] = {}
     shared: GraderContext | None = None
-    for entry, template in zip(enabled, plan.result_templates, strict=True):
+    for entry, template, spec in plan.derived("engine.graded", lambda: _graded(plan)):
         if only is not None and entry.id not in only:
             continue
         if entry.config is None:
@@ -101,8 +105,13 @@ def grade_trace(
         else:
             ctx = GraderContext(config=entry.config, grader_count=count, file_ir=file_ir, evidence=evidence,
                                 run_memo=run_memo)
-        results.append(grade_one(entry, trace, ctx, executors, template))
+        results.append(grade_one(entry, trace, ctx, executors, template, spec))
     return results
+
+
+def _graded(plan: GradingPlan) -> tuple[tuple[PlanEntry, dict[str, Any], registry.GraderSpec | None], ...]:
+    """Each enabled entry with its result template and registered function: once per plan."""
+    return tuple(zip(plan.enabled, plan.result_templates, map(registered_spec, plan.enabled), strict=True))
 
 
 def results_document(

@@ -66,26 +66,40 @@ def normalize_result(raw: Any, meta: ManifestEntry, base: dict[str, Any] | None 
     the caller holds one (:func:`fresh_base`)."""
     if base is None:
         base = _base(meta)
+    kind = type(raw)
+    if (kind is int or kind is float) and math.isfinite(raw):  # a bare number: most graders' output
+        passed = base["passed"]
+        if passed is None:
+            passed = base["passed"] = evaluate_threshold(raw, meta.direction, meta.threshold)
+        base["value"] = raw
+        base["status"] = "fail" if passed is False else "pass"
+        return base
     if raw is None or raw is UNDEFINED:
         base["status"] = "unavailable"
         base["message"] = "grader returned null/undefined"
         return base
 
     if isinstance(raw, dict):
-        value = raw.get("value", UNDEFINED)
-        severity = raw.get("severity")
+        get = raw.get
+        value = get("value", UNDEFINED)
+        severity = get("severity")
         if isinstance(severity, str) and severity in SEVERITIES:
             base["severity"] = severity
-        if js_truthy(raw.get("details")):
-            base["details"] = js_string(raw["details"])
-        if js_truthy(raw.get("message")):
-            base["message"] = js_string(raw["message"])
-        if isinstance(raw.get("passed"), bool):
-            base["passed"] = raw["passed"]
-        if isinstance(raw.get("metrics"), list):
-            base["metrics"] = copy.deepcopy(raw["metrics"])
-        if isinstance(raw.get("diagnostics"), dict):
-            base["diagnostics"] = copy.deepcopy(raw["diagnostics"])
+        details = get("details")
+        if details is not None and js_truthy(details):
+            base["details"] = js_string(details)
+        message = get("message")
+        if message is not None and js_truthy(message):
+            base["message"] = js_string(message)
+        passed = get("passed")
+        if passed is True or passed is False:
+            base["passed"] = passed
+        metrics = get("metrics")
+        if isinstance(metrics, list):
+            base["metrics"] = copy.deepcopy(metrics)
+        diagnostics = get("diagnostics")
+        if isinstance(diagnostics, dict):
+            base["diagnostics"] = copy.deepcopy(diagnostics)
     else:
         value = raw
 

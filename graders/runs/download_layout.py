@@ -68,6 +68,10 @@ def _target(rel: str) -> tuple[int, str] | None:
     return (len(AGENT_PREFIXES), usage) if usage is not None else None
 
 
+# Every path this module moves starts with one of these: a listing with none is kept as listed.
+_MOVED_PREFIXES: Final = (*AGENT_PREFIXES, *USAGE_FILES, *(src for src, _ in FOLDER_MOVES), USAGE_TOKEN_USAGE)
+
+
 def artifact_root_paths(listed: Iterable[str]) -> dict[str, str]:
     """Artifact-root path -> listed path, for every listed path (a pure function of the names).
 
@@ -76,6 +80,13 @@ def artifact_root_paths(listed: Iterable[str]) -> dict[str, str]:
     own name too, so nothing is hidden and no two listed paths share a name.
     """
     names = list(dict.fromkeys(listed))
+    if not any(rel.startswith(_MOVED_PREFIXES) for rel in names):  # a run as the job had it
+        return dict(zip(names, names, strict=True))
+    return _mapped(names)
+
+
+def _mapped(names: list[str]) -> dict[str, str]:
+    """``artifact_root_paths`` of distinct names, whatever they hold."""
     taken = set(names)  # a listed name is never given to another file
     out: dict[str, str] = {}
     moves: list[tuple[int, str, str]] = []

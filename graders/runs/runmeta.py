@@ -23,6 +23,14 @@ class MetadataError(ValueError):
 
 
 def read_aw_info(files: RunFiles) -> tuple[str | None, dict[str, Any] | None]:
+    """(path, document) of the run's ``aw_info.json``, (None, None) without one; the document is
+    read and parsed once per run (the identity and ``prepare_run`` both ask), shared, not copied."""
+    known = files.parsed.get("aw_info")
+    if known is not None:
+        rel, value, size = known
+        # runs.bytes_read has counted the file once per asker: kept, so the rows do not change.
+        files.charge(size, rel)
+        return rel, value
     for rel in AW_INFO_PATHS:
         size = files.size(rel)
         if size is None:
@@ -40,6 +48,7 @@ def read_aw_info(files: RunFiles) -> tuple[str | None, dict[str, Any] | None]:
             raise MetadataError(f"{files.display(rel)}: not valid JSON ({exc})") from exc
         if not isinstance(value, dict):
             raise MetadataError(f"{files.display(rel)}: expected a JSON object")
+        files.parsed["aw_info"] = (rel, value, len(data))
         return rel, value
     return None, None
 
@@ -84,6 +93,8 @@ def check_name(value: str, field: str, limit: int, where: str) -> str:
     if len(value) > limit:
         raise MetadataError(f"{where}: {field} is {len(value)} characters long, over the limit of "
                             f"{limit}: {_short(value)}")
+    if value.isascii() and value.isprintable():  # the common case: no control character, in C
+        return value
     bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cs")), None)
     if bad is not None:
         raise MetadataError(f"{where}: {field} holds the control character {bad!r}: {_short(value)}")

@@ -21,6 +21,7 @@ from graders.runs.download_layout import (
     AGENT_PREFIXES,
     SANDBOX_TOKEN_USAGE,
     USAGE_TOKEN_USAGE,
+    _mapped,
     artifact_root_paths,
 )
 from graders.runs.layout import run_root_of
@@ -250,3 +251,11 @@ def test_a_fleet_of_downloads_grades_as_its_artifact_roots(tmp_path):
         assert main(["run", "--input", str(fleet), "--output", str(fleet) + "-out", "--log-level", "WARNING"]) == 0
     got, want = _grades(Path(str(downloads) + "-out")), _grades(Path(str(roots) + "-out"))
     assert got == want and len(got) > 3
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PATH, max_size=12))
+def test_a_listing_kept_as_listed_is_one_the_full_mapping_keeps_too(listed):
+    # artifact_root_paths skips the mapping when no name starts with a path it moves.
+    names = list(dict.fromkeys(listed))
+    assert artifact_root_paths(listed) == _mapped(names)

@@ -5,15 +5,19 @@ from __future__ import annotations
 import io
 import json
 import os
+import unicodedata
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from graders.grading.engine import grade_trace
 from graders.grading.plan import GradingPlan, PlanEntry
 from graders.jsrt.jscompat import js_stringify
 from graders.jsrt.jsonio import JsonTooDeep, parse_json
 from graders.prepare import UnreadableRunError, prepare_run
+from graders.runs import runfiles
 from graders.runs.layout import layout_hints
 from graders.runs.runfiles import (
     NOT_UTF8,
@@ -27,7 +31,7 @@ from graders.runs.runfiles import (
     open_regular,
     walk_local,
 )
-from graders.runs.runmeta import MetadataError, determine_run_meta
+from graders.runs.runmeta import MetadataError, check_name, determine_run_meta, read_aw_info
 from graders.tables.rows import result_rows
 from schemas.documents import RunMeta
 
@@ -105,7 +109,12 @@ def test_an_unreadable_folder_is_a_warning_and_an_unreadable_run_a_dead_letter(t
         prepare_run(local_run_files(run), "w/run-1")
 
 
-def test_open_regular_follows_no_link_and_opens_no_fifo(tmp_path):
+@pytest.mark.parametrize("openat2", [True, False], ids=["openat2", "folder-by-folder"])
+def test_open_regular_follows_no_link_and_opens_no_fifo(tmp_path, monkeypatch, openat2):
+    if not openat2:
+        monkeypatch.setattr(runfiles, "_openat2", None)
+    elif runfiles._openat2 is None:
+        pytest.skip("no openat2 here")
     run = tmp_path / "run"
     (run / "sub").mkdir(parents=True)
     (run / "sub" / "a.json").write_text("{}")
@@ -117,9 +126,32 @@ def test_open_regular_follows_no_link_and_opens_no_fifo(tmp_path):
     os.mkfifo(run / "fifo")
     with open_regular(str(run), "sub/a.json") as fh:
         assert fh.read() == b"{}"
-    for rel in ("link.json", "linkdir/a.json", "fifo"):  # listed as regular once, swapped since
-        with pytest.raises(NotReadable):
+    os.symlink(run / "sub", run / "inner")  # a link to a folder of the run is not followed either
+    for rel in ("link.json", "linkdir/a.json", "fifo", "inner/a.json"):
+        with pytest.raises(NotReadable):  # listed as regular once, swapped since
             open_regular(str(run), rel)
+
+
+@pytest.mark.parametrize("openat2", [True, False], ids=["openat2", "folder-by-folder"])
+def test_a_held_run_folder_is_opened_once_for_its_files_and_closed_after(tmp_path, monkeypatch, openat2):
+    if not openat2:
+        monkeypatch.setattr(runfiles, "_openat2", None)
+    run = tmp_path / "run"
+    (run / "a" / "b").mkdir(parents=True)
+    (run / "top.json").write_text("1")
+    (run / "a" / "b" / "deep.json").write_text("2")
+    os.symlink(run / "top.json", run / "link.json")
+    files = local_run_files(run)
+    fds = len(os.listdir("/proc/self/fd"))
+    with files.held():
+        assert files.read("a/b/deep.json") == b"2"
+        with pytest.raises(NotReadable):
+            files.open("link.json")
+        os.rename(run, tmp_path / "moved")  # the folder held is the one read, wherever it goes
+        assert files.read("top.json") == b"1" and files.read("a/b/deep.json") == b"2"
+    assert len(os.listdir("/proc/self/fd")) == fds
+    with pytest.raises(FileNotFoundError):  # not held: each file is opened by the folder's path
+        files.read("top.json")
 
 
 def _zeros(_: str) -> io.BufferedReader:
@@ -157,6 +189,18 @@ def test_the_largest_attempt_and_a_long_cjk_name_are_identities(tmp_path):
     meta = _meta(tmp_path, {"workflow_name": "工" * 256, "run_id": 1, "run_attempt": 2**31 - 1,
                             "created_at": "2026-05-01T00:00:00Z"})
     assert (meta.workflow, meta.attempt) == ("工" * 256, 2**31 - 1)
+
+
+def test_aw_info_is_read_once_per_run_and_counted_once_per_reader(tmp_path):
+    (tmp_path / "aw_info.json").write_text(json.dumps({"workflow_name": "w", "run_id": 1}))
+    files = local_run_files(tmp_path)
+    opened: list[str] = []
+    opener = files._opener
+    files._opener = lambda rel: (opened.append(rel), opener(rel))[1]
+    first = read_aw_info(files)
+    assert read_aw_info(files) == first and read_aw_info(files)[1] is first[1]
+    assert opened == ["aw_info.json"]
+    assert files.bytes_read == 3 * (tmp_path / "aw_info.json").stat().st_size  # runs.bytes_read as before
 
 
 @pytest.mark.parametrize("folder", ["0000-00-00", "2026-13-45", "date=2026-02-30"])
@@ -198,3 +242,15 @@ def test_a_grader_returning_deep_diagnostics_fails_only_itself(depth):
     meta = RunMeta(workflow="w", run_id="1", attempt=1, date="2026-05-01", root="r",
                    metadata_source="aw_info")
     assert len(result_rows(meta, list(results.values()), plan, "digest")) == 2  # every row encodes
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.one_of(st.characters(), st.sampled_from(["\ud800", "\x7f", "\x85", "\x00", "é", " "])),
+               max_size=12))
+def test_an_identity_is_refused_exactly_when_it_holds_a_control_character(value):
+    bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cs")), None)
+    if bad is None:
+        assert check_name(value, "run_id", 100, "w") == value
+    else:
+        with pytest.raises(MetadataError, match="holds the control character"):
+            check_name(value, "run_id", 100, "w")

@@ -80,7 +80,24 @@ def test_a_whole_read_asks_for_no_more_than_the_budget_left(monkeypatch):
     files = RunFiles("run", {"x": 0}, lambda rel: Zeros())
     with pytest.raises(RunOverBudget, match="read more than 1000 bytes"):
         files.read("x")  # listed as empty, endless when read: refused after the budget, not 50 MiB
-    assert asked == [1001]
+    assert asked == [1, 1000]  # its listed size and a byte, then the rest of the budget and a byte
+
+
+@pytest.mark.parametrize("content", [b"", b"{}", b"x" * 5000])
+@pytest.mark.parametrize("listed", [0, 2, 4999, 5000, 5001, 10_000])
+def test_a_whole_read_asks_for_the_listed_size_first_and_gets_the_whole_file(content, listed):
+    # A read of the whole budget at once allocates all of it (50 MiB for every small file).
+    asked: list[int] = []
+
+    class Recorded(io.BytesIO):
+        def read(self, n: int | None = -1) -> bytes:
+            asked.append(-1 if n is None else n)
+            return super().read(n)
+
+    files = RunFiles("run", {"x": listed}, lambda rel: Recorded(content))
+    assert files.read("x") == content  # also when it grew, or shrank, since it was listed
+    assert asked[0] == listed + 1 and len(asked) == (1 if len(content) <= listed else 2)
+    assert files.bytes_read == len(content)
 
 
 class FakeClock:
