@@ -12,7 +12,7 @@ from graders.formats.ghaw.toolcalls import (
     dedupe_keys,
     merge_tool_calls,
 )
-from graders.jsrt.jscompat import UNDEFINED, is_record
+from graders.jsrt.jscompat import UNDEFINED, is_record, js_truthy
 
 
 def reference_merge(native: list[dict[str, Any]], gateway: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -210,3 +210,87 @@ def test_native_calls_join_as_their_plain_transcription(events: list[Any]) -> No
     want = reference_native_calls([view(EventRecord, copy.deepcopy(e)) for e in events])
     got = native_tool_calls(records)
     assert [list(c.items()) for c in got] == [list(c.items()) for c in want]
+
+
+# --- gateway calls: the unrolled normalization against its first transcription -----------------
+
+
+def _reference_js_or(*values: Any) -> Any:
+    return next((v for v in values[:-1] if js_truthy(v)), values[-1])
+
+
+def reference_gateway_call(entry: dict[str, Any], in_place: bool = False) -> dict[str, Any]:
+    """The gateway call as it was first written (the definition the unrolled one is held to)."""
+    get = entry.get
+    payload = get("payload")
+    if not isinstance(payload, dict):
+        payload = None
+    params = payload.get("params") if payload is not None else None
+    if not isinstance(params, dict):
+        params = None
+    rpc_name = params.get("name", UNDEFINED) if params is not None else UNDEFINED
+    if not isinstance(rpc_name, str):
+        rpc_name = UNDEFINED
+    tool_name: Any = get("tool_name")
+    if not isinstance(tool_name, str):
+        tool_name = payload.get("tool_name") if payload is not None else None
+        if not isinstance(tool_name, str):
+            tool_name = rpc_name
+    if payload is None:
+        args: Any = UNDEFINED
+    else:
+        args = payload.get("arguments", UNDEFINED)
+        if args is None or args is UNDEFINED:
+            if params is not None and rpc_name is not UNDEFINED:
+                args = params.get("arguments", UNDEFINED)
+            else:
+                args = payload.get("params", UNDEFINED)
+    own_args = get("arguments", UNDEFINED)
+    server = get("mcpServerName", UNDEFINED)
+    if server is None or server is UNDEFINED:
+        server = get("server_id", UNDEFINED)
+    own_tool = get("tool", UNDEFINED)
+    # ``tool || tool_name`` and ``name || tool || tool_name``: a gateway record has neither
+    # ``name`` nor ``tool`` as a rule, which needs no truthiness test (once per call of a run).
+    tool = tool_name if own_tool is UNDEFINED else _reference_js_or(own_tool, tool_name)
+    own_name = get("name", UNDEFINED)
+    name = tool if own_name is UNDEFINED else _reference_js_or(own_name, tool)
+    call = entry if in_place else dict(entry)
+    for key, value in (
+        ("name", name),
+        ("tool", tool),
+        ("arguments", own_args if own_args is not None and own_args is not UNDEFINED else args),
+    ):
+        if value is UNDEFINED:
+            call.pop(key, None)
+        else:
+            call[key] = value
+    if isinstance(server, str) and server:
+        call["mcpServerName"] = server
+    return call
+
+
+
+_field = st.one_of(st.none(), st.sampled_from(["", "view", "github", 0, 1, False, True]), st.just({"k": 1}))
+_payload = st.one_of(_field, st.fixed_dictionaries({}, optional={
+    "tool_name": _field, "arguments": _field, "params": st.one_of(_field, st.fixed_dictionaries(
+        {}, optional={"name": _field, "arguments": _field}))}))
+_gateway_entries = st.fixed_dictionaries({}, optional={
+    "type": st.just("tool_call"), "name": _field, "tool": _field, "tool_name": _field, "arguments": _field,
+    "payload": _payload, "mcpServerName": _field, "server_id": _field, "level": st.just("info")})
+
+
+@settings(max_examples=400, deadline=None)
+@given(_gateway_entries, st.booleans())
+@example({"tool_name": "view", "payload": {"arguments": {"k": 1}}}, True)  # name, tool, arguments: all new keys
+@example({"arguments": None, "name": "", "payload": {"params": {"name": "x", "arguments": 1}}}, False)
+def test_gateway_calls_are_their_first_transcriptions(entry: dict[str, Any], in_place: bool) -> None:
+    import copy
+
+    from graders.formats.ghaw.toolcalls import gateway_tool_call
+
+    want = reference_gateway_call(copy.deepcopy(entry), in_place)
+    given_entry = copy.deepcopy(entry)
+    got = gateway_tool_call(given_entry, in_place)
+    assert list(got.items()) == list(want.items())
+    assert (got is given_entry) == in_place

@@ -86,16 +86,22 @@ def gateway_tool_call(entry: dict[str, Any], in_place: bool = False) -> dict[str
     tool = tool_name if own_tool is UNDEFINED else _js_or(own_tool, tool_name)
     own_name = get("name", UNDEFINED)
     name = tool if own_name is UNDEFINED else _js_or(own_name, tool)
+    if own_args is not None and own_args is not UNDEFINED:
+        args = own_args
     call = entry if in_place else dict(entry)
-    for key, value in (
-        ("name", name),
-        ("tool", tool),
-        ("arguments", own_args if own_args is not None and own_args is not UNDEFINED else args),
-    ):
-        if value is UNDEFINED:
-            call.pop(key, None)
-        else:
-            call[key] = value
+    # name, tool, arguments in this order (unrolled: once per gateway call of every run).
+    if name is UNDEFINED:
+        call.pop("name", None)
+    else:
+        call["name"] = name
+    if tool is UNDEFINED:
+        call.pop("tool", None)
+    else:
+        call["tool"] = tool
+    if args is UNDEFINED:
+        call.pop("arguments", None)
+    else:
+        call["arguments"] = args
     if isinstance(server, str) and server:
         call["mcpServerName"] = server
     return call
