@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, NamedTuple
 
 import msgspec
 
@@ -576,12 +576,11 @@ class TokenLines:
         self.reading = _Reading()
         self.file: str | None = None  # the file every block of which was fed, in order
 
-    def feed(self, rel: str, batch: LineBatch, usage: list[TokenUsageLine] | None = None, ints: bool = False) -> None:
+    def feed(self, rel: str, batch: LineBatch, usage: UsageBlock | None = None) -> None:
         """One block of ``rel``; ``usage``: its records when the other reader decoded every kept
-        line as a :class:`TokenUsageLine`, else None (it tried, so that is not tried again);
-        ``ints``: none of their input and output counts is a string."""
+        line as a :class:`TokenUsageLine`, else None (it tried, so that is not tried again)."""
         if usage is not None:
-            _usage_lines(usage, rel, self.reading, self.records, ints)
+            _usage_lines(usage, rel, self.reading, self.records)
         else:
             _token_block(batch, rel, self.reading, self.records, usage_lines=False)
 
@@ -631,16 +630,30 @@ _INPUT: Final = attrgetter("input")
 _OUTPUT: Final = attrgetter("output")
 
 
-def _usage_lines(lines: list[TokenUsageLine], rel: str, reading: _Reading, records: list[TokenRecord],
-                 ints: bool = False) -> None:
+class UsageBlock(NamedTuple):
+    """A token-usage block decoded whole as :class:`TokenUsageLine`: its records, their raw input
+    and output counts (in order), and whether all of those are ints (no string among them)."""
+
+    lines: list[TokenUsageLine]
+    inputs: list[Any]
+    outputs: list[Any]
+    ints: bool
+
+
+def usage_block(lines: list[TokenUsageLine]) -> UsageBlock:
+    """The :class:`UsageBlock` of decoded lines, its columns read here."""
+    return UsageBlock(lines, list(map(_INPUT, lines)), list(map(_OUTPUT, lines)), False)
+
+
+def _usage_lines(block: UsageBlock, rel: str, reading: _Reading, records: list[TokenRecord]) -> None:
     """A block's :class:`TokenUsageLine` records: kept as they are, but for the few with a string
-    count, read as :func:`_token_batch` reads a :class:`_TokenLine` (a string is no number).
-    ``ints``: the caller knows no count is a string."""
+    count, read as :func:`_token_batch` reads a :class:`_TokenLine` (a string is no number)."""
+    lines = block.lines
     start = len(records)
     records.extend(lines)
-    if ints:
+    if block.ints:
         return
-    odd = [*positions(list(map(type, map(_INPUT, lines))), str), *positions(list(map(type, map(_OUTPUT, lines))), str)]
+    odd = [*positions(list(map(type, block.inputs)), str), *positions(list(map(type, block.outputs)), str)]
     if not odd:
         return
     dropped = []
@@ -682,7 +695,7 @@ def _token_batch(batch: LineBatch, rel: str, reading: _Reading, records: list[To
         except (ValueError, RecursionError):
             pass
         else:
-            _usage_lines(usage, rel, reading, records)
+            _usage_lines(usage_block(usage), rel, reading, records)
             return True
     try:  # every line a TokenRecord as it is
         records.extend(list(map(_TOKEN_RECORD.decode, kept)))

@@ -13,7 +13,7 @@ from itertools import chain
 from operator import attrgetter
 from typing import Any, Final, cast
 
-from graders.formats.evidence import TokenUsageLine
+from graders.formats.evidence import TokenUsageLine, UsageBlock
 from graders.formats.ghaw.toolcalls import gateway_tool_call, merge_tool_calls, native_tool_calls
 from graders.jsrt.jscompat import js_number_or_zero, js_truthy
 from graders.jsrt.jsonio import (
@@ -90,10 +90,10 @@ def _first_available(files: RunFiles, paths: tuple[str, ...], report: Preprocess
 Batch = tuple[list[Item], list[Any]]
 
 
-# Shown each raw block of the token-usage file as it is read, with its records when every kept
-# line decoded as a ``TokenUsageLine`` (else None) and whether none of their counts is a string:
-# ``prepare_run``'s observed token reader (``evidence.TokenLines.feed``).
-BlockHook = Callable[[str, LineBatch, list[TokenUsageLine] | None, bool], None]
+# Shown each raw block of the token-usage file as it is read, with its records and their counts
+# when every kept line decoded as a ``TokenUsageLine`` (else None): ``prepare_run``'s observed
+# token reader (``evidence.TokenLines.feed``).
+BlockHook = Callable[[str, LineBatch, UsageBlock | None], None]
 
 
 def _jsonl_batches(files: RunFiles, rel: str | None, report: PreprocessReport,
@@ -304,8 +304,8 @@ def read_token_usage(files: RunFiles, rel: str | None, report: PreprocessReport,
         outputs, outputs_safe = _numbers(raw_out, strict)
         durations, durations_safe = _numbers(raw_ms, strict)
         if on_block is not None:
-            on_block(cast(str, rel), batch, cast(list[TokenUsageLine], values) if kind is TokenUsageLine else None,
-                     inputs is raw_in and outputs is raw_out)
+            on_block(cast(str, rel), batch, None if kind is not TokenUsageLine else UsageBlock(
+                cast(list[TokenUsageLine], values), raw_in, raw_out, inputs is raw_in and outputs is raw_out))
         all_safe = all_safe and (not values or (strict and inputs is raw_in))
         raw_inputs.extend(raw_in)
         steps.inputs.extend(inputs)
