@@ -24,7 +24,6 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Annotated, Any, Final, Literal, NamedTuple
 
 import msgspec
@@ -626,8 +625,6 @@ class _TokenLine(msgspec.Struct, gc=False, rename=_TOKEN_KEYS):
 _TOKEN_LINE: Final = msgspec.json.Decoder(_TokenLine)
 _TOKEN_RECORD: Final = msgspec.json.Decoder(TokenRecord)
 _USAGE_LINE: Final = msgspec.json.Decoder(TokenUsageLine)
-_INPUT: Final = attrgetter("input")
-_OUTPUT: Final = attrgetter("output")
 
 
 class UsageBlock(NamedTuple):
@@ -642,7 +639,7 @@ class UsageBlock(NamedTuple):
 
 def usage_block(lines: list[TokenUsageLine]) -> UsageBlock:
     """The :class:`UsageBlock` of decoded lines, its columns read here."""
-    return UsageBlock(lines, list(map(_INPUT, lines)), list(map(_OUTPUT, lines)), False)
+    return UsageBlock(lines, [r.input for r in lines], [r.output for r in lines], False)
 
 
 def _usage_lines(block: UsageBlock, rel: str, reading: _Reading, records: list[TokenRecord]) -> None:

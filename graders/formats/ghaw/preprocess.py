@@ -268,9 +268,6 @@ class TokenUsage:
 # The structs a token-usage block is decoded into first (``jsonio.parse_jsonl_records``): a
 # ``TokenUsageLine`` is also the observed layer's record; a ``TokenInts`` is preprocessing's only.
 _STRICT_TOKENS: Final = (TokenUsageLine, TokenInts)
-# The fields read, as ``TokenRecord`` / ``TokenInts`` name them, and as ``TokenUsageLine`` does.
-_TOKEN_FIELDS: Final = tuple(map(attrgetter, ("input_tokens", "output_tokens", "duration_ms", "model")))
-_USAGE_FIELDS: Final = tuple(map(attrgetter, ("input", "output", "duration", "model")))
 
 
 def read_token_usage(files: RunFiles, rel: str | None, report: PreprocessReport,
@@ -293,10 +290,19 @@ def read_token_usage(files: RunFiles, rel: str | None, report: PreprocessReport,
         items.extend(kept)
         # Both strict structs hold ints in range, or strings; their records are never None.
         strict = kind is TokenUsageLine or kind is TokenInts
-        if strict:
-            get_in, get_out, get_ms, get_model = _USAGE_FIELDS if kind is TokenUsageLine else _TOKEN_FIELDS
-            raw_in, raw_out = list(map(get_in, values)), list(map(get_out, values))
-            raw_ms, raw_models = list(map(get_ms, values)), list(map(get_model, values))
+        # Columns by comprehension: a struct field read there is about twice as fast as attrgetter's.
+        raw_in: list[Any]
+        raw_out: list[Any]
+        raw_ms: list[Any]
+        raw_models: list[Any]
+        if kind is TokenUsageLine:
+            usage_lines = cast(list[TokenUsageLine], values)
+            raw_in, raw_out = [r.input for r in usage_lines], [r.output for r in usage_lines]
+            raw_ms, raw_models = [r.duration for r in usage_lines], [r.model for r in usage_lines]
+        elif kind is TokenInts:
+            ints = cast(list[TokenInts], values)
+            raw_in, raw_out = [r.input_tokens for r in ints], [r.output_tokens for r in ints]
+            raw_ms, raw_models = [r.duration_ms for r in ints], [r.model for r in ints]
         else:
             raw_in, raw_out = _column(values, "input_tokens"), _column(values, "output_tokens")
             raw_ms, raw_models = _column(values, "duration_ms"), _column(values, "model")
@@ -305,7 +311,7 @@ def read_token_usage(files: RunFiles, rel: str | None, report: PreprocessReport,
         durations, durations_safe = _numbers(raw_ms, strict)
         if on_block is not None:
             on_block(cast(str, rel), batch, None if kind is not TokenUsageLine else UsageBlock(
-                cast(list[TokenUsageLine], values), raw_in, raw_out, inputs is raw_in and outputs is raw_out))
+                usage_lines, raw_in, raw_out, inputs is raw_in and outputs is raw_out))
         all_safe = all_safe and (not values or (strict and inputs is raw_in))
         raw_inputs.extend(raw_in)
         steps.inputs.extend(inputs)
