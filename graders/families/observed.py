@@ -12,7 +12,6 @@ Formulas, inputs and reasons: docs/observed-graders.md.
 from __future__ import annotations
 
 import functools
-import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -165,9 +164,10 @@ def _contexts(records: Sequence[TokenRecord]) -> tuple[list[int], int]:
 
     A large run holds tens of thousands of records and a handful of models: each model is
     classified once, and a run whose models all say how they count reads each record in one step."""
-    known = {m: _model_counts_cache(m) for m in set(map(_MODEL, records))}
+    # Comprehensions, not attrgetter maps: a struct field read there is about twice as fast.
+    known = {m: _model_counts_cache(m) for m in {r.model for r in records}}
     if all(known.values()):
-        return list(map(_INPUT, records)), len(records)
+        return [r.input for r in records], len(records)
     if not any(k is None or k for k in known.values()):
         return [r.input + r.cache_read + r.cache_write for r in records], 0
     sizes: list[int] = []
@@ -202,17 +202,13 @@ def _marks(config: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(m.lower() for m in excluded if isinstance(m, str) and m) if isinstance(excluded, list | tuple) else ()
 
 
-_MODEL: Final = operator.attrgetter("model")
-_PURPOSE: Final = operator.attrgetter("purpose")
-_INPUT: Final = operator.attrgetter("input")
-_OUTPUT: Final = operator.attrgetter("output")
 
 
 def agent_records(ev: RunEvidence, config: Mapping[str, Any]) -> tuple[list[TokenRecord], int]:
     """The agent's own calls (router/classifier ``purpose`` excluded), and how many were excluded."""
     marks = _marks(config)
     # Each distinct purpose is tested once (a run has a few, over all its records).
-    dropped = {p for p in set(map(_PURPOSE, ev.token_records)) if any(m in p.lower() for m in marks)}
+    dropped = {p for p in {r.purpose for r in ev.token_records} if any(m in p.lower() for m in marks)}
     kept = [r for r in ev.token_records if r.purpose not in dropped] if dropped else list(ev.token_records)
     return kept, len(ev.token_records) - len(kept)
 
@@ -231,7 +227,7 @@ def context_growth_cached(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
     if not kept:
         return _unavailable("no agent token-usage records in the run")
     first = sizes[0] + kept[0].output
-    value = 1.0 if len(kept) < 2 or first == 0 else (sum(sizes) + sum(map(_OUTPUT, kept))) / first
+    value = 1.0 if len(kept) < 2 or first == 0 else (sum(sizes) + sum([r.output for r in kept])) / first
     return {"value": value, "details": _token_details(ev, kept, excluded, sizes, inclusive)}
 
 

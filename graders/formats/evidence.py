@@ -24,11 +24,13 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, NamedTuple
 
 import msgspec
 
 from graders.jsrt.jsonio import MAX_LINE_LENGTH, JsonError, LineBatch, parse_json
+from graders.jsrt.lazylist import positions
+from graders.jsrt.records import digit_safe
 from graders.runs.download_layout import SANDBOX_TOKEN_USAGE, USAGE_TOKEN_USAGE
 from graders.runs.layout import GRADER_ARCHIVE_DIRS
 from graders.runs.runfiles import RunFiles
@@ -117,6 +119,28 @@ class TokenRecord(msgspec.Struct, frozen=True, gc=False, rename=_TOKEN_KEYS):
     cache_write: _Count = 0
     purpose: str = ""
     model: str = ""
+
+
+# A count both readers and JavaScript read alike, and one preprocessing may ``Number()`` (a string).
+_SafeCount = Annotated[int, msgspec.Meta(ge=0, le=2**53 - 1)]
+_SafeInt = Annotated[int, msgspec.Meta(ge=-(2**53 - 1), le=2**53 - 1)]
+
+
+@digit_safe
+class TokenUsageLine(TokenRecord, frozen=True, gc=False, rename={**_TOKEN_KEYS, "duration": "duration_ms"}):
+    """A token-usage line as real logs write it, decoded once for preprocessing and the observed
+    layer (``preprocess.read_token_usage`` hands its blocks to :class:`TokenLines`): both counts
+    present, safe non-negative integers or strings, plus the duration preprocessing also sums.
+
+    Narrower than both readers' structs (``records.TokenInts`` for preprocessing, :class:`TokenRecord`
+    here), so a line decoded into it is what each of them reads from it; a line with a string
+    count is read here by the rule of :func:`_token_batch` (:func:`_usage_lines`)."""
+
+    # A record with a string count is replaced before it is kept (:func:`_usage_lines`), so a kept
+    # one has the int counts of its base class.
+    input: _SafeCount | str  # type: ignore[assignment]
+    output: _SafeCount | str  # type: ignore[assignment]
+    duration: _SafeInt | str = 0
 
 
 @dataclass(frozen=True)
@@ -551,17 +575,23 @@ class TokenLines:
         self.reading = _Reading()
         self.file: str | None = None  # the file every block of which was fed, in order
 
-    def feed(self, rel: str, batch: LineBatch) -> None:
-        _token_block(batch, rel, self.reading, self.records)
+    def feed(self, rel: str, batch: LineBatch, usage: UsageBlock | None = None) -> None:
+        """One block of ``rel``; ``usage``: its records when the other reader decoded every kept
+        line as a :class:`TokenUsageLine`, else None (it tried, so that is not tried again)."""
+        if usage is not None:
+            _usage_lines(usage, rel, self.reading, self.records)
+        else:
+            _token_block(batch, rel, self.reading, self.records, usage_lines=False)
 
     def finish(self, rel: str | None) -> None:
         """``rel`` was fed whole (None: no file was)."""
         self.file = rel
 
 
-def _token_block(batch: LineBatch, rel: str, reading: _Reading, records: list[TokenRecord]) -> None:
+def _token_block(batch: LineBatch, rel: str, reading: _Reading, records: list[TokenRecord],
+                 usage_lines: bool = True) -> None:
     """One block's records: decoded whole when it can be, else line by line."""
-    if not _token_batch(batch, rel, reading, records):
+    if not _token_batch(batch, rel, reading, records, usage_lines):
         for raw in batch:
             rec = _record(raw, rel, reading)
             if rec is not None:
@@ -594,12 +624,58 @@ class _TokenLine(msgspec.Struct, gc=False, rename=_TOKEN_KEYS):
 
 _TOKEN_LINE: Final = msgspec.json.Decoder(_TokenLine)
 _TOKEN_RECORD: Final = msgspec.json.Decoder(TokenRecord)
+_USAGE_LINE: Final = msgspec.json.Decoder(TokenUsageLine)
 
 
-def _token_batch(batch: LineBatch, rel: str, reading: _Reading, records: list[TokenRecord]) -> bool:
+class UsageBlock(NamedTuple):
+    """A token-usage block decoded whole as :class:`TokenUsageLine`: its records, their raw input
+    and output counts (in order), and whether all of those are ints (no string among them)."""
+
+    lines: list[TokenUsageLine]
+    inputs: list[Any]
+    outputs: list[Any]
+    ints: bool
+
+
+def usage_block(lines: list[TokenUsageLine]) -> UsageBlock:
+    """The :class:`UsageBlock` of decoded lines, its columns read here."""
+    return UsageBlock(lines, [r.input for r in lines], [r.output for r in lines], False)
+
+
+def _usage_lines(block: UsageBlock, rel: str, reading: _Reading, records: list[TokenRecord]) -> None:
+    """A block's :class:`TokenUsageLine` records: kept as they are, but for the few with a string
+    count, read as :func:`_token_batch` reads a :class:`_TokenLine` (a string is no number)."""
+    lines = block.lines
+    start = len(records)
+    records.extend(lines)
+    if block.ints:
+        return
+    odd = [*positions(list(map(type, block.inputs)), str), *positions(list(map(type, block.outputs)), str)]
+    if not odd:
+        return
+    dropped = []
+    for i in sorted(set(odd)):
+        line = lines[i]
+        inp, out = line.input, line.output
+        if type(inp) is not int:
+            if type(out) is not int:
+                reading.malformed[rel] += 1
+                dropped.append(start + i)
+                continue
+            inp = 0
+        elif type(out) is not int:
+            out = 0
+        records[start + i] = TokenRecord(inp, out, line.cache_read, line.cache_write, line.purpose, line.model)
+    for i in reversed(dropped):
+        del records[i]
+
+
+def _token_batch(batch: LineBatch, rel: str, reading: _Reading, records: list[TokenRecord],
+                 usage_lines: bool = True) -> bool:
     """A block of the token-usage file decoded line by line in C, when every line decodes into
-    a :class:`TokenRecord` (most real blocks) or else into a :class:`_TokenLine`; False (nothing
-    read) sends the block through the per-line rule.
+    a :class:`TokenUsageLine` (unless ``usage_lines`` is False: that was tried), or a
+    :class:`TokenRecord`, or else a :class:`_TokenLine`; False (nothing read) sends the block
+    through the per-line rule.
 
     msgspec accepts a line only where ``parse_json`` gives a record with the same fields (it
     refuses non-records, nulls, bools, floats, negative counts and counts beyond 2**53, which
@@ -610,7 +686,15 @@ def _token_batch(batch: LineBatch, rel: str, reading: _Reading, records: list[To
     if not batch.short:
         return False
     kept = list(filter(None, map(bytes.strip, batch)))
-    try:  # most blocks: every line a TokenRecord as it is
+    if usage_lines:
+        try:  # most blocks of real logs (also preprocessing's decode: TokenLines.feed)
+            usage = list(map(_USAGE_LINE.decode, kept))
+        except (ValueError, RecursionError):
+            pass
+        else:
+            _usage_lines(usage_block(usage), rel, reading, records)
+            return True
+    try:  # every line a TokenRecord as it is
         records.extend(list(map(_TOKEN_RECORD.decode, kept)))
         return True
     except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError are ValueErrors

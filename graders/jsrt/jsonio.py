@@ -237,8 +237,8 @@ def _parse_screened(lines: list[bytes], stats: JsonlStats, first_lineno: int, ke
     return _parse_lines(lines, stats, first_lineno, long_digits)
 
 
-def parse_jsonl_records(lines: list[bytes], stats: JsonlStats, record_type: type[R],
-                        first_lineno: int = 1, strict_type: type[R] | None = None) -> tuple[list[Item], list[R | None]]:
+def parse_jsonl_records(lines: list[bytes], stats: JsonlStats, record_type: type[R], first_lineno: int = 1,
+                        strict_types: tuple[type[R], ...] = ()) -> tuple[list[Item], list[R | None]]:
     """:func:`parse_jsonl_items`, with each kept record seen as a ``record_type`` struct.
 
     The fast path decodes only the struct's fields (``records``), in C, and keeps the lines.
@@ -249,12 +249,13 @@ def parse_jsonl_records(lines: list[bytes], stats: JsonlStats, record_type: type
     such a line as the reference does), and it rejects literal nulls and non-records. Any
     other batch takes the reference path (screened once) and views its values.
 
-    ``strict_type``, a narrower struct of the same fields, is tried first on the fast path:
-    the records are all of that type exactly when every line decodes into it.
+    ``strict_types``, narrower structs with the same fields (or the same values under other
+    names), are tried first, in order, on the fast path: the records are all of the first type
+    every line decodes into.
     """
     kept, short = _kept(lines)
     if kept and short:
-        for rt in (record_type,) if strict_type is None else (strict_type, record_type):
+        for rt in (*strict_types, record_type):
             # A 16-digit run may be an integer beyond 2**53, which JavaScript reads as a double:
             # only a digit-safe struct can hold one and still be read as JSON.parse's record
             # (records.DIGIT_SAFE). Most of a large run's lines are such records.

@@ -95,9 +95,18 @@ class EventRecord(msgspec.Struct, gc=False):
 # ints and strings; GatewayRecord's values are only compared with strings, True, None and 0
 # (preprocess.read_gateway), which a double and the exact integer pass alike. Their blocks are
 # not scanned for 16-digit runs (jsonio.parse_jsonl_records); the lines kept are, when loaded.
-DIGIT_SAFE: frozenset[type[msgspec.Struct]] = frozenset({TokenInts, GatewayRecord})
+# A struct of a higher layer joins with :func:`digit_safe`.
+DIGIT_SAFE: set[type[msgspec.Struct]] = {TokenInts, GatewayRecord}
 
 R = TypeVar("R", bound=msgspec.Struct)
+S = TypeVar("S", bound=type[msgspec.Struct])
+
+
+def digit_safe(record_type: S) -> S:
+    """Mark a struct as digit-safe (above): it holds only safe ints, strings and values never
+    read as numbers."""
+    DIGIT_SAFE.add(record_type)
+    return record_type
 _NESTED: dict[type[msgspec.Struct], dict[str, type[msgspec.Struct]]] = {
     GatewayRecord: {"payload": GatewayPayload},
     EventRecord: {"data": EventData},

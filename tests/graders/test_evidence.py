@@ -409,6 +409,51 @@ def test_token_records_read_from_preprocessings_blocks_are_the_ones_read_apart(l
                                                                           alone.malformed)
 
 
+_REAL_COUNT = st.one_of(st.integers(0, 60_000), st.integers(0, 60_000), st.integers(0, 60_000),
+                        st.sampled_from(["12", "", "x", 2**53 - 1, 2**53, -1, 1.5, None]))
+
+
+@st.composite
+def real_token_lines(draw: st.DrawFn) -> bytes:
+    """A token-usage line of the shape real logs write (both counts, cache counts, a duration,
+    purpose, model, fields no reader reads), now and then a string, odd or absent count."""
+    record: dict[str, Any] = {"timestamp": "2026-01-02T00:00:00Z", "request_id": draw(st.sampled_from(["r1", 12345678901234567890])),
+                              "model": draw(st.sampled_from(["gpt-5", "claude-x", "", None]))}
+    for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "duration_ms"):
+        if draw(st.integers(0, 9)):  # mostly present
+            record[key] = draw(_REAL_COUNT)
+    if draw(st.booleans()):
+        record["purpose"] = draw(st.sampled_from(["agent", "routing_classification", 3]))
+    return json.dumps(record).encode()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(real_token_lines(), real_token_lines(), real_token_lines(), token_lines()), max_size=40),
+       st.sampled_from([120, 400, 1 << 16]))
+def test_real_shaped_token_blocks_shared_with_preprocessing_read_as_the_per_line_rule(lines, block):
+    """Blocks decoded whole as ``TokenUsageLine`` (once, by preprocessing, and handed over) and
+    every other block give the per-line rule's records and malformed count."""
+    from unittest.mock import patch
+
+    import graders.runs.runfiles
+    from graders.formats.evidence import TokenLines
+    from graders.formats.ghaw.preprocess import PreprocessReport, preprocess
+
+    data = b"\n".join(lines)
+    want, malformed = _token_records_per_line(data)
+    with patch.object(graders.runs.runfiles, "READ_BLOCK", block):
+        alone = read_evidence(memory_run_files({_SANDBOX_TOKENS: data}))
+        files = memory_run_files({_SANDBOX_TOKENS: data})
+        report, tokens = PreprocessReport(), TokenLines()
+        preprocess(files, report, tokens.feed)
+        tokens.finish(report.sources.get("tokenUsage"))
+        shared = read_evidence(files, None, tokens)
+    for ev in (alone, shared):
+        assert [(r.input, r.output, r.cache_read, r.cache_write, r.purpose, r.model) for r in ev.token_records] == want
+        assert dict(ev.malformed).get(_SANDBOX_TOKENS, 0) == malformed
+    assert shared.token_records == alone.token_records
+
+
 def test_a_runs_token_log_is_read_once_for_preprocessing_and_the_observed_layer():
     from unittest.mock import patch
 

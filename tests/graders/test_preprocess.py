@@ -242,34 +242,45 @@ _token_counts = st.one_of(
 _token_lines = st.lists(st.one_of(
     st.fixed_dictionaries({}, optional={"input_tokens": _token_counts, "output_tokens": _token_counts,
                                         "duration_ms": _token_counts, "model": st.sampled_from(["m", "", None, 3, 2**60, {"v": 2**60}])}),
+    # The shape of real logs (both counts, mostly ints): whole blocks decode as TokenUsageLine.
+    st.fixed_dictionaries({"input_tokens": st.integers(0, 50_000), "output_tokens": _token_counts},
+                          optional={"duration_ms": _token_counts, "model": st.sampled_from(["m", "", "gpt-5"])}),
     st.just([1])), max_size=30)
 
 
 @settings(max_examples=300, deadline=None)
-@given(_token_lines, st.sampled_from([48, 200, 1 << 16]))
-def test_strict_token_blocks_read_as_the_general_path_does(records, block):
-    """Blocks decoded as ``TokenInts`` (safe-int counts, absent as 0) give the steps, totals,
-    records and working-set factor that the general ``TokenRecord`` path gives."""
+@given(_token_lines, st.sampled_from([48, 200, 1 << 16]),
+       st.sampled_from(["default", "usage-lines", "token-ints"]))
+def test_strict_token_blocks_read_as_the_general_path_does(records, block, strict):
+    """Blocks decoded as ``TokenUsageLine`` (both counts present, safe non-negative ints or
+    strings) or ``TokenInts`` (safe-int counts, absent as 0) give the steps, totals, records and
+    working-set factor that the general ``TokenRecord`` path gives."""
     from unittest.mock import patch
 
     import graders.formats.ghaw.preprocess
     import graders.runs.runfiles
     from graders.families.builtin import working_set_rebuild_factor
+    from graders.formats.evidence import TokenUsageLine
     from graders.jsrt.lazylist import SafeInts
+    from graders.jsrt.records import TokenInts
 
     files = {TOKEN_USAGE_PATHS[0]: jl(*records)}
 
-    def read(strict):
-        with patch.object(graders.runs.runfiles, "READ_BLOCK", block), patch.object(graders.formats.ghaw.preprocess, "TokenInts", strict):
+    def read(strict_types):
+        with (patch.object(graders.runs.runfiles, "READ_BLOCK", block),
+              patch.object(graders.formats.ghaw.preprocess, "_STRICT_TOKENS", strict_types)):
             trace = preprocess(memory_run_files(files))
         return trace, working_set_rebuild_factor(trace, None)
 
-    (fast, fast_ws), (general, general_ws) = read(graders.formats.ghaw.preprocess.TokenInts), read(None)
+    types = {"default": (TokenUsageLine, TokenInts), "usage-lines": (TokenUsageLine,), "token-ints": (TokenInts,)}
+    (fast, fast_ws), (general, general_ws) = read(types[strict]), read(())
     assert list(fast["steps"]) == list(general["steps"])
     assert list(fast["tokenUsageEntries"]) == list(general["tokenUsageEntries"]) == records
     for key in ("totalInputTokens", "totalOutputTokens", "totalDurationMs", "totalRequests"):
         assert (type(fast[key]), fast[key]) == (type(general[key]), general[key])
     assert fast_ws == general_ws
+    if strict == "usage-lines":
+        return
     column = fast["tokenUsageEntries"].columns["input_tokens"]
     # A SafeInts when every block decodes as TokenInts (safe-int or string counts, a string or
     # null model; 16-digit runs included: TokenInts is digit-safe) and no input count is a string.

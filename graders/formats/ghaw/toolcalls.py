@@ -86,16 +86,22 @@ def gateway_tool_call(entry: dict[str, Any], in_place: bool = False) -> dict[str
     tool = tool_name if own_tool is UNDEFINED else _js_or(own_tool, tool_name)
     own_name = get("name", UNDEFINED)
     name = tool if own_name is UNDEFINED else _js_or(own_name, tool)
+    if own_args is not None and own_args is not UNDEFINED:
+        args = own_args
     call = entry if in_place else dict(entry)
-    for key, value in (
-        ("name", name),
-        ("tool", tool),
-        ("arguments", own_args if own_args is not None and own_args is not UNDEFINED else args),
-    ):
-        if value is UNDEFINED:
-            call.pop(key, None)
-        else:
-            call[key] = value
+    # name, tool, arguments in this order (unrolled: once per gateway call of every run).
+    if name is UNDEFINED:
+        call.pop("name", None)
+    else:
+        call["name"] = name
+    if tool is UNDEFINED:
+        call.pop("tool", None)
+    else:
+        call["tool"] = tool
+    if args is UNDEFINED:
+        call.pop("arguments", None)
+    else:
+        call["arguments"] = args
     if isinstance(server, str) and server:
         call["mcpServerName"] = server
     return call
@@ -140,13 +146,14 @@ def native_tool_calls(entries: Iterable[EventRecord | None]) -> list[dict[str, A
     pending_by_name: dict[str, list[dict[str, Any]]] = {}
 
     # Field reads are inlined in this loop (same tests, same order): it runs once per event;
-    # identity keys are built only for the calls that need them.
+    # identity keys are built only for the calls that need them (_add_identity, inlined).
     for entry in entries:
         if entry is None:
             continue
         etype = entry.type
         # Only starts and completions matter; other events (messages, …) are most of the log.
-        if etype != "tool.execution_start" and etype != "tool.execution_complete":
+        is_start = etype == "tool.execution_start"
+        if not is_start and etype != "tool.execution_complete":
             continue
         data = entry.data
         if data is None:
@@ -160,20 +167,35 @@ def native_tool_calls(entries: Iterable[EventRecord | None]) -> list[dict[str, A
         name = data.toolName
         if not isinstance(name, str):
             name = ""
-        mcp_tool = data.mcpToolName
 
-        if etype == "tool.execution_start":
+        if is_start:
             if not name:
                 continue
             call: dict[str, Any] = {"source": "agent", "name": name, "tool": name, "completed": False}
-            args = _native_arguments(data)
+            # Most starts carry their arguments as an object and no ``input``: no other field is read.
+            args = data.arguments
+            if data.input is not None or type(args) is not dict:
+                args = _native_arguments(data)
             if args is not UNDEFINED:
                 call["arguments"] = args
-            _add_identity(call, tool_call_id, server, mcp_tool, entry.timestamp)
+            if tool_call_id:
+                call["toolCallId"] = tool_call_id
+            if server:
+                call["mcpServerName"] = server
+            mcp_tool = data.mcpToolName
+            if isinstance(mcp_tool, str) and mcp_tool:
+                call["mcpToolName"] = mcp_tool
+            timestamp = entry.timestamp
+            if isinstance(timestamp, str):
+                call["timestamp"] = timestamp
             calls.append(call)
             if tool_call_id:
                 by_call_id[tool_call_id] = call
-            pending_by_name.setdefault(name, []).append(call)
+            queue = pending_by_name.get(name)
+            if queue is None:
+                pending_by_name[name] = [call]
+            else:
+                queue.append(call)
             continue
 
         success = data.success is True
@@ -183,18 +205,21 @@ def native_tool_calls(entries: Iterable[EventRecord | None]) -> list[dict[str, A
             if queue:
                 match = queue.pop(0)
         else:
-            key = match["name"] if isinstance(match.get("name"), str) else name
-            queue = pending_by_name.get(key)
+            # A call in by_call_id was made by a start above: its name is a string.
+            queue = pending_by_name.get(match["name"])
             if queue:
-                for i, pending in enumerate(queue):
-                    if pending is match:
-                        del queue[i]
-                        break
+                if queue[0] is match:  # completions mostly come in start order
+                    del queue[0]
+                else:
+                    for i, pending in enumerate(queue):
+                        if pending is match:
+                            del queue[i]
+                            break
         if match is None:
             if not name:
                 continue
             match = {"source": "agent", "name": name, "tool": name}
-            _add_identity(match, tool_call_id, server, mcp_tool, entry.timestamp)
+            _add_identity(match, tool_call_id, server, data.mcpToolName, entry.timestamp)
             calls.append(match)
         if tool_call_id:
             match["toolCallId"] = tool_call_id

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from graders.families.builtin import tool_failure_count
 from graders.families.trace_rules.config import default_config
 from graders.families.trace_rules.verdicts import grade
+from graders.formats.ghaw.toolcalls import is_tool_failure
 from graders.formats.ghaw.trace import run_from_ghaw_trace, task_key
 from graders.grading.registry import GraderContext
 
@@ -60,3 +61,4 @@ def test_a_step_fails_by_the_tool_success_rate_rule(calls):
     trace = {"toolCalls": calls}
     run = run_from_ghaw_trace(trace, "t", "r")
     assert sum(not s.ok for s in run.steps) == tool_failure_count(trace, GraderContext())
+    assert [s.ok for s in run.steps] == [not is_tool_failure(c) for c in calls]
