@@ -17,7 +17,7 @@ class CombineInBundle(beam.DoFn):  # type: ignore[misc]
     whatever the fleet. Beam's lifted combine bounds its table by keys (100,000), not size, and
     held a whole first run's cells; :class:`MergeBundles` (or the consumer) merges the partials
     a key gets. ``explode`` turns each element into its (key, input) pairs first: in this step
-    rather than a FlatMap before it, one Beam step fewer (each costs a job ~9 ms of set-up)."""
+    rather than a FlatMap before it, one Beam step fewer (each adds to a job's fixed cost)."""
 
     def __init__(self, fn: beam.CombineFn, budget: int,
                  explode: Callable[[Any], Iterable[tuple[Any, Any]]] | None = None) -> None:

@@ -27,8 +27,7 @@ EXACT_RUNS = 2000  # runs of rerun tasks shuffled exactly per cell; beyond, thei
 # Values drawn at once (chunked draws are the same draws in the same order, so results do not
 # depend on it): 32 KiB arrays, so the few a chunk holds at once stay under glibc's mmap and
 # trim thresholds (128 KiB, fixed by transforms/heap.py) and are reused from the heap, where
-# 2 MiB arrays were mapped, page-faulted and unmapped on every chunk (~a third of the
-# statistics' CPU in a job, as system time).
+# larger ones are mapped, page-faulted and unmapped on every chunk (docs/performance.md).
 CHUNK = 4096
 # Runs of a task below which C(runs, k ≤ 3) is an exact int64 and float64 (pass_hat_k_tasks).
 _EXACT_COMBS = 100_000
@@ -189,9 +188,9 @@ def expanded_level(level: float, clusters: int) -> float:
 def fast_quantiles(x: np.ndarray, qs: Sequence[float]) -> list[float]:
     """``np.quantile(x, qs)`` (linear, type 7) of a 1-d float array, computed term for term as
     numpy does (virtual index, floor, bounds, gamma, its two-sided lerp) in Python floats, which
-    round as numpy's float64 does, on a sorted copy: numpy's per-call set-up was most of a
-    cell's quantiles. NaN, infinities and a zero picked from an array holding a negative zero go
-    to numpy itself: numpy's sort may drop a zero's sign, and the others are numpy's special cases."""
+    round as numpy's float64 does, on a sorted copy, without numpy's per-call set-up. NaN,
+    infinities and a zero picked from an array holding a negative zero go to numpy itself:
+    numpy's sort may drop a zero's sign, and the others are numpy's special cases."""
     n = len(x)
     s = np.sort(x)
     if n == 0 or math.isnan(s[-1]):  # numpy's answer for a slice with a NaN is NaN
