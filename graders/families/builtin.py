@@ -65,10 +65,12 @@ def _call_name(c: dict[str, Any]) -> Any:
 
 
 def _loop_args(c: dict[str, Any]) -> Any:
+    """``call.arguments || call.params || ""``."""
     args = c.get("arguments", UNDEFINED)
-    if type(args) is not dict and type(args) is not list:  # objects and arrays are truthy
-        args = _or(args, c.get("params", UNDEFINED), "")
-    return args
+    if type(args) is dict or type(args) is list or js_truthy(args):  # objects and arrays are truthy
+        return args
+    params = c.get("params", UNDEFINED)
+    return params if js_truthy(params) else ""
 
 
 _UNSET: Any = object()
