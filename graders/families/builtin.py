@@ -144,7 +144,6 @@ def trajectory_efficiency(trace: Trace, ctx: GraderContext) -> float:
     return min(1, len(distinct) / len(calls))
 
 
-
 @grader("execution-step-count", name="Execution Step Count", description="Total LLM request count",
         unit="count", direction="lower_is_better", family="builtin")
 def execution_step_count(trace: Trace, ctx: GraderContext) -> float:
