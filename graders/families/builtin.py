@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from graders.formats.ghaw.toolcalls import is_tool_failure
 from graders.grading.registry import GraderContext, grader, per_run
 from graders.jsrt.jscompat import UNDEFINED, js_number_or_zero, js_string, js_stringify, js_truthy
 from graders.jsrt.lazyjson import count_column
@@ -15,9 +14,18 @@ from graders.jsrt.lazylist import known_safe_ints, positions
 Trace = dict[str, Any]
 
 
+_FAILED = ("error", "failure")
+
+
+def _count_failures(calls: list[Any]) -> int:
+    """``sum(map(is_tool_failure, calls))`` with its tests inlined: once per call of every run."""
+    return len([c for c in calls if isinstance(c, dict) and (
+        c.get("success") is False or c.get("completed") is False or c.get("status") in _FAILED or "error" in c)])
+
+
 def _failure_count(trace: Trace, ctx: GraderContext | None) -> int:
     """Failed tool calls, counted once per run (two graders ask)."""
-    return per_run(ctx, trace, "builtin.failures", lambda: sum(map(is_tool_failure, trace["toolCalls"])))
+    return per_run(ctx, trace, "builtin.failures", lambda: _count_failures(trace["toolCalls"]))
 
 
 @grader("tool-success-rate", name="Tool Success Rate", description="Fraction of tool calls that succeeded",
@@ -53,14 +61,16 @@ def _call_name(c: dict[str, Any]) -> Any:
     name = c.get("name", UNDEFINED)
     if type(name) is str and name:
         return name
-    return _or(name, c.get("tool", UNDEFINED))
+    return name if js_truthy(name) else c.get("tool", UNDEFINED)
 
 
 def _loop_args(c: dict[str, Any]) -> Any:
+    """``call.arguments || call.params || ""``."""
     args = c.get("arguments", UNDEFINED)
-    if type(args) is not dict and type(args) is not list:  # objects and arrays are truthy
-        args = _or(args, c.get("params", UNDEFINED), "")
-    return args
+    if type(args) is dict or type(args) is list or js_truthy(args):  # objects and arrays are truthy
+        return args
+    params = c.get("params", UNDEFINED)
+    return params if js_truthy(params) else ""
 
 
 _UNSET: Any = object()
@@ -69,8 +79,13 @@ _NO_RECORD: dict[str, Any] = {}
 
 def _names_of_calls(trace: Trace, ctx: GraderContext | None) -> list[Any]:
     """``call.name || call.tool`` of every call, once per run (two graders read them)."""
-    return per_run(ctx, trace, "builtin.call_names",
-                   lambda: [_call_name(c if isinstance(c, dict) else _NO_RECORD) for c in trace["toolCalls"]])
+    return per_run(ctx, trace, "builtin.call_names", lambda: _call_names(trace["toolCalls"]))
+
+
+def _call_names(calls: list[Any]) -> list[Any]:
+    # A record's non-empty string name is taken inline (most calls); the rest ask _call_name.
+    return [name if isinstance(c, dict) and type(name := c.get("name")) is str and name
+            else _call_name(c if isinstance(c, dict) else _NO_RECORD) for c in calls]
 
 
 @grader("loops", name="Loops", description="Consecutive identical tool calls (same name and arguments)",
@@ -104,6 +119,10 @@ def loops(trace: Trace, ctx: GraderContext) -> int:
     return count
 
 
+# Name types whose equal values convert to equal texts: a gateway record's name is often undefined.
+_PLAIN_NAMES = frozenset({str, type(UNDEFINED), type(None)})
+
+
 @grader("trajectory-efficiency", name="Trajectory Efficiency",
         description="Ratio of unique tool names to total tool calls (higher = more diverse usage)",
         unit="ratio", direction="higher_is_better", min=0, max=1, family="builtin")
@@ -112,8 +131,16 @@ def trajectory_efficiency(trace: Trace, ctx: GraderContext) -> float:
     if not calls:
         return 1
     names = _names_of_calls(trace, ctx)
-    distinct = set(names) if set(map(type, names)) == {str} else {
-        name if type(name) is str else js_string(_or(name, "")) for name in names}
+    try:
+        seen = set(names)
+    except TypeError:  # an array or object name
+        seen = None
+    if seen is not None and set(map(type, seen)) <= _PLAIN_NAMES:
+        # Equal Python values have equal texts for these types (not for True and 1), so the
+        # texts of the distinct values are the distinct texts.
+        distinct = {name if type(name) is str else js_string(_or(name, "")) for name in seen}
+    else:
+        distinct = {name if type(name) is str else js_string(_or(name, "")) for name in names}
     return min(1, len(distinct) / len(calls))
 
 

@@ -254,12 +254,22 @@ _INDEX_KEY: Final = re.compile(rb'[{,]"(?:0|[1-9]\d*)":')
 _SORT_UNSAFE: Final = re.compile(rb"[\xee-\xf4]")
 
 
-# Where either pattern above can match: a digit before ".", "e" or "E", or before '":'. The
-# patterns scan slowly (~2 µs on a short text, per call of every tool call), so the text is
-# first mapped (digits to "0", the three float marks to ".", quotes and colons kept, all else
-# to " ") and searched for "0." and '0":' in C; only a text that has one is scanned exactly.
+# Where either pattern above can match. The patterns scan slowly (~1 µs on a short text, per
+# call of every tool call), so the text is first mapped in C: digits and "-" deleted, the three
+# float marks to ".", the characters a match starts with to ":" (and '"', "{" kept), all else
+# to " ". A float token ``[:,[]-?\d+[.eE]`` then reads ":." (or "." first) and an index key
+# ``[{,]"\d+":`` reads '"":', so only a text that has one is scanned exactly. With the digits
+# deleted, a file name like "module_15.py" (a "_" before the digits) or an integer value
+# (``"n":100}``) no longer sets the float screen off. ``find`` is used, not ``in``: on
+# bytes it is about half the cost.
 _SHAPE: Final = bytes(
-    0x30 if 0x30 <= i <= 0x39 else 0x2E if i in b".eE" else i if i in b'":' else 0x20 for i in range(256))
+    0x2E if i in b".eE" else 0x3A if i in b":,[" else i if i in b'"{' else 0x20 for i in range(256))
+_SHAPE_DELETE: Final = b"0123456789-"
+
+
+def _may_have_float_token(shape: bytes) -> bool:
+    """The float screen on a shape (inlined in ``_orjson_text``, which runs once per tool call)."""
+    return shape.find(b":.") >= 0 or shape[:1] == b"."
 
 
 def _orjson_text(value: Any, sort_keys: bool) -> str | None:
@@ -267,13 +277,13 @@ def _orjson_text(value: Any, sort_keys: bool) -> str | None:
         out = orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else 0)
     except (TypeError, orjson.JSONEncodeError):  # undefined, lone surrogates, big integers
         return None
-    shape = out.translate(_SHAPE)
-    if b"0." in shape and _FLOAT_TOKEN.search(out):
+    shape = out.translate(_SHAPE, _SHAPE_DELETE)
+    if (shape.find(b":.") >= 0 or shape[:1] == b".") and _FLOAT_TOKEN.search(out):
         return None
     if sort_keys:
         if not out.isascii() and _SORT_UNSAFE.search(out):
             return None
-    elif b'0":' in shape and _INDEX_KEY.search(out):
+    elif shape.find(b'"":') >= 0 and _INDEX_KEY.search(out):
         return None
     return out.decode()
 
@@ -284,6 +294,8 @@ def js_stringify(value: Any, indent: int = 0) -> str | None:
         return None
     if indent:
         return _stringify_pretty(value, " " * indent, "")
+    if type(value) is str:  # e.g. the loops grader's "" for a call without arguments
+        return _quote(value)
     text = _orjson_text(value, False) if isinstance(value, (dict, list)) else None
     if text is not None:
         return text

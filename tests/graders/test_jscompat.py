@@ -1,5 +1,7 @@
 import math
 
+import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -92,8 +94,23 @@ def test_orjson_fast_path_writes_exactly_the_reference_text(value):
 @given(st.lists(st.sampled_from([b"0", b"7", b".", b"e", b"E", b'"', b":", b",", b"{", b"[", b"-", b"a", b"\xc3\xa9"]),
                 max_size=30).map(b"".join))
 def test_the_shape_precheck_never_hides_a_pattern_match(text):
-    from graders.jsrt.jscompat import _FLOAT_TOKEN, _INDEX_KEY, _SHAPE
+    from graders.jsrt.jscompat import _FLOAT_TOKEN, _INDEX_KEY, _SHAPE, _SHAPE_DELETE, _may_have_float_token
 
-    shape = text.translate(_SHAPE)
-    assert b"0." in shape or not _FLOAT_TOKEN.search(text)
-    assert b'0":' in shape or not _INDEX_KEY.search(text)
+    shape = text.translate(_SHAPE, _SHAPE_DELETE)
+    assert _may_have_float_token(shape) or not _FLOAT_TOKEN.search(text)
+    assert shape.find(b'"":') >= 0 or not _INDEX_KEY.search(text)
+
+
+@pytest.mark.parametrize("value", [{"path": "src/module_15.py"}, {"n": 100, "xs": [1, -2]}, {"a": "1.5e3"}])
+def test_the_shape_screen_lets_integers_and_digits_in_strings_through(value):
+    from graders.jsrt.jscompat import _SHAPE, _SHAPE_DELETE, _may_have_float_token
+
+    shape = orjson.dumps(value).translate(_SHAPE, _SHAPE_DELETE)
+    assert not _may_have_float_token(shape) and shape.find(b'"":') < 0
+
+
+@pytest.mark.parametrize("value", [{"x": 1.5}, [0.5], {"a": [1, -2e-07]}])
+def test_the_shape_screen_sees_every_float(value):
+    from graders.jsrt.jscompat import _SHAPE, _SHAPE_DELETE, _may_have_float_token
+
+    assert _may_have_float_token(orjson.dumps(value).translate(_SHAPE, _SHAPE_DELETE))
