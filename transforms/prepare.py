@@ -20,7 +20,7 @@ from graders.tables.state import listing_digest, listing_fingerprint
 from transforms.beamfiles import beam_run_files, join
 from transforms.discover import RunListing, hint_path, list_run
 from transforms.heap import tune_gc, tune_heap
-from transforms.progress import DONE, Tally
+from transforms.progress import DISCOVERED, DONE, Tally
 
 DEAD = "dead_letter"
 DEAD_STATE = "dead_state"  # (dead-letter row, listing digest, previous state) for the state table
@@ -143,6 +143,9 @@ class PrepareRun(beam.DoFn):
         strays = sum(isinstance(item, NotASession) for item in sessions)
         self.stray.inc(strays)
         self.discovered.inc(len(sessions) - strays - 1)
+        # The progress line counted the folder as one run, discovered and done: it counts its sessions.
+        self._tally.add(DISCOVERED, len(sessions) - strays - 1)
+        self._tally.add(DONE, len(sessions) - strays - 1)
         for item in sessions:
             if isinstance(item, NotASession):
                 LOG.info("not an agent session or trace, skipped: %s", item.path)
