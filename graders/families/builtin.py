@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from graders.formats.ghaw.toolcalls import FAILED_STATUSES
 from graders.grading.registry import GraderContext, grader, per_run
 from graders.jsrt.jscompat import UNDEFINED, js_number_or_zero, js_string, js_stringify, js_truthy
 from graders.jsrt.lazyjson import count_column
@@ -14,13 +15,10 @@ from graders.jsrt.lazylist import known_safe_ints, positions
 Trace = dict[str, Any]
 
 
-_FAILED = ("error", "failure")
-
-
 def _count_failures(calls: list[Any]) -> int:
     """``sum(map(is_tool_failure, calls))`` with its tests inlined: once per call of every run."""
     return len([c for c in calls if isinstance(c, dict) and (
-        c.get("success") is False or c.get("completed") is False or c.get("status") in _FAILED or "error" in c)])
+        c.get("success") is False or c.get("completed") is False or c.get("status") in FAILED_STATUSES or "error" in c)])
 
 
 def _failure_count(trace: Trace, ctx: GraderContext | None) -> int:

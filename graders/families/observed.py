@@ -202,8 +202,6 @@ def _marks(config: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(m.lower() for m in excluded if isinstance(m, str) and m) if isinstance(excluded, list | tuple) else ()
 
 
-
-
 def agent_records(ev: RunEvidence, config: Mapping[str, Any]) -> tuple[list[TokenRecord], int]:
     """The agent's own calls (router/classifier ``purpose`` excluded), and how many were excluded."""
     marks = _marks(config)

@@ -268,7 +268,7 @@ _SHAPE_DELETE: Final = b"0123456789-"
 
 
 def _may_have_float_token(shape: bytes) -> bool:
-    """The float screen on a shape (inlined in ``_orjson_text``, which runs once per tool call)."""
+    """The float screen on a shape: whether ``_FLOAT_TOKEN`` may match the text."""
     return shape.find(b":.") >= 0 or shape[:1] == b"."
 
 
@@ -278,7 +278,7 @@ def _orjson_text(value: Any, sort_keys: bool) -> str | None:
     except (TypeError, orjson.JSONEncodeError):  # undefined, lone surrogates, big integers
         return None
     shape = out.translate(_SHAPE, _SHAPE_DELETE)
-    if (shape.find(b":.") >= 0 or shape[:1] == b".") and _FLOAT_TOKEN.search(out):
+    if _may_have_float_token(shape) and _FLOAT_TOKEN.search(out):
         return None
     if sort_keys:
         if not out.isascii() and _SORT_UNSAFE.search(out):

@@ -107,6 +107,8 @@ def digit_safe(record_type: S) -> S:
     read as numbers."""
     DIGIT_SAFE.add(record_type)
     return record_type
+
+
 _NESTED: dict[type[msgspec.Struct], dict[str, type[msgspec.Struct]]] = {
     GatewayRecord: {"payload": GatewayPayload},
     EventRecord: {"data": EventData},

@@ -12,6 +12,7 @@ import orjson
 from graders.formats.ghaw.preprocess import PreprocessReport
 from graders.grading.plan import GradingPlan, PlanEntry
 from schemas.documents import RunMeta
+from schemas.tables import GRADER_RESULTS, PARTITION_COLUMNS
 from schemas.version import FLEETGRADE_VERSION
 
 
@@ -49,13 +50,8 @@ def _json_text(value: Any) -> str | None:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
-# The ``grader_results`` columns, in the order every row holds them.
-RESULT_COLUMNS: Final = (
-    "workflow", "date", "run_id", "attempt", "grader_id", "grader_index", "name", "description", "source",
-    "family", "value", "unit", "direction", "threshold", "passed", "status", "severity", "message", "error",
-    "details", "metrics", "diagnostics", "implementation_id", "implementation_version", "implementation_digest",
-    "config_digest", "input_digest", "fleetgrade_version",
-)
+# The ``grader_results`` columns, in the order every row holds them (schemas/tables.py).
+RESULT_COLUMNS: Final = (*PARTITION_COLUMNS, *GRADER_RESULTS.names)
 
 
 def _row_templates(plan: GradingPlan) -> dict[str, dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from operator import attrgetter
-from typing import Any
+from typing import Any, Final
 
 from graders.jsrt.jscompat import UNDEFINED, is_record, js_trim, js_truthy, stable_stringify
 from graders.jsrt.records import EventData, EventRecord
@@ -19,7 +19,11 @@ def _js_or(*values: Any) -> Any:
     return values[-1]
 
 
-# What a failed call is: the tool-success-rate grader and the trace rules' steps agree on it.
+# What a failed call is: the tool-success-rate grader and the trace rules' steps agree on it
+# (both inline these tests in their per-call loops, held to this function by property tests).
+FAILED_STATUSES: Final = ("error", "failure")
+
+
 def is_tool_failure(call: Any) -> bool:
     """Failed, unfinished (``completed: false``), error status, or carrying an ``error``."""
     if not isinstance(call, dict):
@@ -27,7 +31,7 @@ def is_tool_failure(call: Any) -> bool:
     return (
         call.get("success") is False
         or call.get("completed") is False
-        or call.get("status") in ("error", "failure")
+        or call.get("status") in FAILED_STATUSES
         or "error" in call
     )
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from graders.formats.ghaw.toolcalls import FAILED_STATUSES
 from graders.formats.model import Run, Step
 
 OBSERVATION_CHARS = 200
-_FAILED = ("error", "failure")  # the statuses is_tool_failure counts as failed
 # Where an aw_info.json may carry the triggering issue / PR number (first present wins).
 _NUMBER_PATHS: tuple[tuple[str, ...], ...] = (
     ("issue_number",),
@@ -56,7 +56,7 @@ def run_from_ghaw_trace(trace: dict[str, Any], task: str, run_id: str, conclusio
         args = get("arguments")
         has_error = "error" in c  # most calls carry none
         # is_tool_failure, inlined (same tests; a non-record is no failure, as {} is not).
-        ok = not (get("success") is False or get("completed") is False or get("status") in _FAILED or has_error)
+        ok = not (get("success") is False or get("completed") is False or get("status") in FAILED_STATUSES or has_error)
         # Positional, in Step's field order: this runs once per tool call of every run.
         append(Step(i, name if isinstance(name, str) else str(name), args if isinstance(args, dict) else {},
                     _error_text(c) if has_error else "", ok))
