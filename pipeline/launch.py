@@ -14,6 +14,7 @@ from pipeline import preflight
 from pipeline.beam_flags import parse_check
 from pipeline.errors import UsageError
 from pipeline.options import LOCAL_RUNNERS, dask_missing, is_dry_run, pipeline_options, runner_object
+from pipeline.runners.loopback import loopback_grpc
 from transforms.heap import tune_heap
 from transforms.output_lock import OutputError, output_lock
 from transforms.progress import reporting
@@ -54,6 +55,7 @@ def new_pipeline(args: argparse.Namespace, options: PipelineOptions) -> beam.Pip
     """The pipeline on the chosen runner (never Prism locally); Beam validates its options here."""
     import apache_beam as beam
 
+    loopback_grpc()  # the servers Beam starts in this process serve this machine only
     runner = runner_object(args.runner)
     if args.runner in LOCAL_RUNNERS:  # the local runner holds the job's buffers in this process
         tune_heap()

@@ -8,7 +8,7 @@ order the graph meets them:
 2. Tagged outputs: one bag per ParDo, holding every output mixed.
 3. ``finish_bundle`` outputs: collected before ``finish_bundle`` runs, so dropped.
 4. Side inputs: computed inside every consuming task (a nested compute that can deadlock).
-5. Leaves: only the last-visited one is computed.
+5. Sinks: only the last-visited bag is computed; other branches are skipped silently.
 6. GroupByKey: keeps its input's partition count, so nothing after it runs in parallel.
 7. Metrics: ``NotImplementedError``.
 
@@ -53,9 +53,10 @@ DEFAULT_PARTITION_SIZE = 128
 
 def local_cluster(workers: int | None = None) -> ddist.LocalCluster:
     """A cluster of worker processes on this machine, every listener on 127.0.0.1 (the scheduler,
-    the workers and their HTTP servers; no dashboard). One thread a worker: grading is Python."""
+    the workers and their HTTP servers, on ports of the system's choice: two runs at once do not
+    meet on 8787). One thread a worker: grading is Python."""
     return ddist.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                              dashboard_address=None, worker_dashboard_address=None)
+                              dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0")
 
 
 class DaskRunner(upstream.DaskRunner):
@@ -80,11 +81,15 @@ class DaskRunner(upstream.DaskRunner):
             # Linear chains (a bundle, the getitems of its outputs, the bags over them) as one
             # task each: per-task scheduling was most of a small fleet's time.
             with dask.config.set({"optimization.fuse.delayed": True}):
-                futures = client.compute([*translation.leaves(), *translation.metrics])
+                # Upstream: only the last-visited bag was computed, so other branches (a second
+                # sink, an assert_that) never ran. Every bundle of every ParDo returns its
+                # metrics, and all of them are gathered: every ParDo runs, read or not, and
+                # nothing else comes back to the client.
+                futures = client.compute(translation.metrics)
         except BaseException:
             _close(client, cluster)
             raise
-        return DaskResult(client, futures, futures[len(futures) - len(translation.metrics):], cluster)
+        return DaskResult(client, futures, cluster)
 
 
 class DaskResult(upstream.DaskRunnerResult):
@@ -92,9 +97,8 @@ class DaskResult(upstream.DaskRunnerResult):
     local cluster it started) once the job has ended."""
 
     def __init__(self, client: ddist.Client, futures: Sequence[ddist.Future],
-                 metric_futures: Sequence[ddist.Future], cluster: ddist.LocalCluster | None) -> None:
-        super().__init__(client, futures)
-        self.metric_futures = metric_futures
+                 cluster: ddist.LocalCluster | None) -> None:
+        super().__init__(client, futures)  # the bundles' metrics
         self.cluster = cluster
         self._metrics = DirectMetrics()
 
@@ -104,7 +108,7 @@ class DaskResult(upstream.DaskRunnerResult):
             # Upstream: ``metrics()`` raises NotImplementedError. Each bundle returns its
             # container's updates; a retried task's result replaces its first attempt's, so
             # every update counts once, committed as on Beam's direct runner.
-            for updates in self.client.gather(list(self.metric_futures)):
+            for updates in self.client.gather(list(self.futures)):
                 self._metrics.commit_physical(None, updates)
                 self._metrics.commit_logical(None, updates)
             return state
@@ -122,25 +126,21 @@ def _close(client: ddist.Client, cluster: ddist.LocalCluster | None) -> None:
 
 
 class Translation(PipelineVisitor):
-    """The pipeline as dask collections: one bag per PCollection, the leaves to compute, and the
-    bundles' metrics.
+    """The pipeline as dask collections: one bag per PCollection, and every bundle's metrics.
 
     Upstream: bags were kept per transform, so every consumer of a multi-output ParDo received
-    its main and tagged outputs mixed (``'tuple' object has no attribute 'get'``), and only the
-    last-visited bag was computed (fix 5).
+    its main and tagged outputs mixed (``'tuple' object has no attribute 'get'``).
     """
 
     def __init__(self, bag_kwargs: dict[str, Any], spread: int) -> None:
         self.bag_kwargs = bag_kwargs
         self.spread = spread
         self.bags: dict[pvalue.PValue, db.Bag] = {}
-        self.consumed: set[pvalue.PValue] = set()
         self.metrics: list[Delayed] = []
 
     def visit_transform(self, node: AppliedPTransform) -> None:
         inputs = [pc for pc in node.inputs if not isinstance(pc, pvalue.PBegin)]
         sides = [si.pvalue for si in node.side_inputs]
-        self.consumed.update(inputs, sides)
         bags = [self.bags[pc] for pc in inputs]
         op_class = TRANSLATIONS.get(type(node.transform), te.NoOp)
         outputs: dict[Any, db.Bag]
@@ -159,17 +159,6 @@ class Translation(PipelineVisitor):
             outputs = dict.fromkeys(node.outputs, bag)
         for tag, pc in node.outputs.items():
             self.bags[pc] = outputs[tag]
-
-    def leaves(self) -> list[Delayed]:
-        """One task per partition of every bag nothing consumes, returning nothing: each leaf is
-        computed where its data is, and none of it comes back to the client."""
-        return [delayed(_drain)(part) for pc, bag in self.bags.items() if pc not in self.consumed
-                for part in bag.to_delayed(optimize_graph=False)]
-
-
-def _drain(partition: Iterable[Any]) -> None:
-    for _ in partition:
-        pass
 
 
 def side_values(bag: db.Bag) -> Delayed:
