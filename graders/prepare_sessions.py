@@ -19,14 +19,16 @@ from graders.formats.claude_code import SUBAGENT_FILE
 from graders.formats.ghaw.preprocess import PreprocessReport
 from graders.formats.session import ON_RECORD
 from graders.prepare import PreparedRun
-from graders.runs.layout import DATE_DIR, layout_hints
+from graders.runs.layout import DATE_DIR, layout_hints, not_a_date_folder
 from graders.runs.runfiles import RunFiles
 from graders.runs.runmeta import (
     MAX_REPOSITORY_CHARS,
     MAX_RUN_ID_CHARS,
     MAX_WORKFLOW_CHARS,
+    RUN_DATES,
     MetadataError,
     check_name,
+    parse_attempt,
     utc_date_of,
 )
 from schemas.documents import RunMeta
@@ -63,9 +65,13 @@ def session_meta(session: Session, file_rel: str, hint: str, display: str) -> Ru
     workflow = session.workflow or _folder_workflow(hint) or session.kind
     run_id = session.run_id or stem
     if session.created_at is not None:
-        date = utc_date_of(session.created_at, display)
+        date = utc_date_of(session.created_at, display, "the session's first timestamp")
     else:
         found = layout_hints(f"{hint}/x" if hint else "x")[2]
+        bad_folder = not_a_date_folder(f"{hint}/x")
+        if found is None and bad_folder is not None:
+            raise MetadataError(f"{display}: no timestamp in the file, and the folder {bad_folder!r} above it is "
+                                f"not a real date (YYYY-MM-DD) within the run dates fleetgrade grades ({RUN_DATES})")
         if found is None:
             raise MetadataError(f"{display}: cannot determine the session's date (no timestamp in the file "
                                 "and no YYYY-MM-DD folder above it)")
@@ -74,7 +80,7 @@ def session_meta(session: Session, file_rel: str, hint: str, display: str) -> Ru
     check_name(run_id, "run id", MAX_RUN_ID_CHARS, display)
     if session.repository is not None:
         check_name(session.repository, "repository", MAX_REPOSITORY_CHARS, display)
-    return RunMeta(workflow=workflow, run_id=run_id, attempt=session.attempt or 1, date=date,
+    return RunMeta(workflow=workflow, run_id=run_id, attempt=parse_attempt(session.attempt, display), date=date,
                    created_at=session.created_at, repository=session.repository,
                    metadata_source="file" if from_file else "layout", root=display)
 

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from graders.formats.ghaw.trace import run_from_ghaw_trace
 from graders.formats.model import Run, Step
+from graders.jsrt.jscompat import js_stringify
+from graders.jsrt.jsonio import TOO_DEEP, JsonError, JsonTooDeep, parse_json
 
 if TYPE_CHECKING:
     from graders.runs.runfiles import RunFiles
@@ -209,7 +211,8 @@ def ghaw_trace(calls: list[Call], usage: list[Usage]) -> dict[str, Any]:
 # ---- helpers shared by the readers -------------------------------------------------------------
 
 def json_lines(source: Source, warnings: list[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) of every JSON-object line; other lines are skipped with a warning.
+    """(line number, object) of every JSON-object line, as ``JSON.parse`` reads it (numbers and
+    depth: ``graders.jsrt.jsonio``); other lines are skipped with a warning.
 
     Lines are numbered as ``str.splitlines`` numbers the decoded file (a ``\\r`` or ``\\x85``
     ends a line too), one ``\\n``-line at a time, so the file is never decoded whole."""
@@ -221,10 +224,11 @@ def json_lines(source: Source, warnings: list[str] | None = None) -> Iterator[tu
             if not line:
                 continue
             try:
-                obj = json.loads(line)
-            except (ValueError, RecursionError):
+                obj = parse_json(line)
+            except JsonError as exc:
                 if warnings is not None:
-                    warnings.append(f"{source.name}:{lineno}: skipped: not valid JSON")
+                    reason = TOO_DEEP if isinstance(exc, JsonTooDeep) else "not valid JSON"
+                    warnings.append(f"{source.name}:{lineno}: skipped: {reason}")
                 continue
             if isinstance(obj, dict):
                 yield lineno, obj
@@ -239,8 +243,8 @@ def first_object(head: bytes) -> dict[str, Any] | None:
         if not raw:
             continue
         try:
-            obj = json.loads(raw)
-        except (ValueError, RecursionError):
+            obj = parse_json(raw)
+        except JsonError:
             return None
         return obj if isinstance(obj, dict) else None
     return None
@@ -293,7 +297,15 @@ def iso_time(value: Any) -> str | None:
     return None
 
 
+def json_text(value: Any) -> str:
+    """``json.dumps`` of a parsed value, at any depth it was read to (``jsonio.MAX_DEPTH``)."""
+    try:
+        return json.dumps(value, default=str)
+    except RecursionError:
+        return js_stringify(value) or ""
+
+
 def error_text(value: Any) -> str:
     if isinstance(value, dict):
         value = value.get("message", value.get("error"))
-    return value if isinstance(value, str) else ("" if value is None else json.dumps(value, default=str))
+    return value if isinstance(value, str) else ("" if value is None else json_text(value))
