@@ -6,9 +6,10 @@ many repositories on shared workers, so each run gets a throw-away sandbox:
 - ``bwrap --unshare-all``: new network (no interfaces but a down loopback), PID, IPC, UTS, cgroup
   and user namespaces; nested user namespaces are disabled;
 - read-only ``/usr`` (plus the ``/bin``, ``/lib*`` links and three ``/etc`` entries Debian tools
-  need), fresh ``/proc``, a minimal read-only ``/dev``, a read-only root and a size-capped private
-  ``/tmp`` (the only writable place); no host home, no writable host path; the evaluator is copied
-  in read-only;
+  need), fresh ``/proc``, a minimal read-only ``/dev``, a read-only root and a private ``/tmp``
+  capped in bytes and in inodes (the only writable place; mounted in a namespace of its own
+  before bwrap starts, as bwrap's tmpfs takes no ``nr_inodes``); no host home, no writable host
+  path; the evaluator is copied in read-only;
 - a seccomp filter (seccomp.py) on every process inside: no ``ptrace``, ``process_vm_*``,
   namespaces, mounts, keyrings, BPF, ``io_uring``, unmapped shared memory and the like;
 - ``--clearenv`` and then only the §10 whitelist, from the caller's explicit values (never from
