@@ -60,8 +60,6 @@ def _deep(leaf: str, depth: int) -> str:
 def _run(fleet: Path, rel: str, info: str | None, files: dict[str, str | bytes] | None = None) -> None:
     folder = fleet / rel
     folder.mkdir(parents=True)
-    workflow = rel.split("/", 1)[0]
-    run_id = rel.rsplit("-", 1)[-1]
     if info is not None:
         (folder / "aw_info.json").write_text(info)
     files = {"agent_output.json": '{"items": []}', "mcp-logs/gateway.jsonl":
@@ -69,7 +67,6 @@ def _run(fleet: Path, rel: str, info: str | None, files: dict[str, str | bytes] 
     for name, data in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data.encode() if isinstance(data, str) else data)
-    del workflow, run_id
 
 
 def _info(workflow: str, run_id: int | str, **extra: str) -> str:
@@ -79,9 +76,16 @@ def _info(workflow: str, run_id: int | str, **extra: str) -> str:
     return "{" + ", ".join(f'"{k}": {v}' for k, v in fields.items()) + "}"
 
 
+def _fill(template: str, *values: str) -> str:
+    """``template`` with each ``@`` replaced by the next value (JSON text holds braces)."""
+    parts = template.split("@")
+    assert len(parts) == len(values) + 1, template
+    return "".join(p + v for p, v in zip(parts, [*values, ""], strict=True))
+
+
 def _session_line(ts: str, content: str) -> str:
-    return ('{"parentUuid":null,"type":"assistant","sessionId":"s-%s","uuid":"u","timestamp":"%s",'
-            '"message":{"role":"assistant","content":[%s]}}\n' % (ts[:4], ts, content))
+    return _fill('{"parentUuid":null,"type":"assistant","sessionId":"s-@","uuid":"u","timestamp":"@",'
+                 '"message":{"role":"assistant","content":[@]}}\n', ts[:4], ts, content)
 
 
 def inline_graders(folder: Path) -> Path:
@@ -95,36 +99,37 @@ def inline_graders(folder: Path) -> Path:
 
 def make_number_fleet(root: Path) -> Path:
     fleet = root / "fleet"
-    item = '{"items": [{"type": "create_issue", "title": "t", "body": "b", "n": %s}]}'
-    _run(fleet, "n-int400/run-1", _info("n-int400", 1), {"agent_output.json": item % BIG})
+    item = '{"items": [{"type": "create_issue", "title": "t", "body": "b", "n": @}]}'
+    _run(fleet, "n-int400/run-1", _info("n-int400", 1), {"agent_output.json": _fill(item, BIG)})
     _run(fleet, "n-gw5k/run-2", _info("n-gw5k", 2), {
-        "mcp-logs/gateway.jsonl": '{"type":"tool_call","tool_name":"a","arguments":{"n":%s}}\n' % HUGE})
+        "mcp-logs/gateway.jsonl": _fill('{"type":"tool_call","tool_name":"a","arguments":{"n":@}}\n', HUGE)})
     _run(fleet, "n-tokens/run-3", _info("n-tokens", 3), {
         "sandbox/firewall-audit-logs/api-proxy-logs/token-usage.jsonl":
-            '{"input_tokens":%s,"output_tokens":1e400,"model":"m"}\n{"input_tokens":5,"output_tokens":7}\n' % BIG})
+            _fill('{"input_tokens":@,"output_tokens":1e400,"model":"m"}\n{"input_tokens":5,"output_tokens":7}\n', BIG)})
     _run(fleet, "n-issue/run-4", _info("n-issue", 4, issue_number=json.dumps(HUGE)))
     _run(fleet, "n-deep-info/run-5", _info("n-deep-info", 5, extra=_deep(LONG, 600)))
-    _run(fleet, "n-deep-out/run-6", _info("n-deep-out", 6), {"agent_output.json": item % _deep(LONG, 1000)})
+    _run(fleet, "n-deep-out/run-6", _info("n-deep-out", 6), {"agent_output.json": _fill(item, _deep(LONG, 1000))})
     _run(fleet, f"{INLINE_WORKFLOW}/run-7", _info(INLINE_WORKFLOW, 7), {
-        "mcp-logs/gateway.jsonl": '{"type":"tool_call","tool_name":"a","arguments":{"d":%s}}\n' % _deep("1", 1000)})
+        "mcp-logs/gateway.jsonl": _fill('{"type":"tool_call","tool_name":"a","arguments":{"d":@}}\n', _deep("1", 1000))})
     _run(fleet, "n-surrogate/run-8", _info("n-surrogate", 8, repository='"o/r\\ud800"'), {
         "agent_output.json": '{"items": [{"type": "create_issue", "title": "\\udc00", "body": "b"}]}'})
     _run(fleet, "n-exact/run-9", _info("n-exact", 2**53))
     _run(fleet, "n-attempt/run-10", _info("n-attempt", 10, run_attempt='"²"'))
-    _run(fleet, "n-runid/run-11", '{"workflow_name": "n-runid", "run_id": %s, "created_at": "%s"}' % (BIG, CREATED))
-    _run(fleet, "n-runid19/run-12", '{"workflow_name": "n-runid19", "run_id": %s, "created_at": "%s"}' % (LONG, CREATED))
+    _run(fleet, "n-runid/run-11", _fill('{"workflow_name": "n-runid", "run_id": @, "created_at": "@"}', BIG, CREATED))
+    _run(fleet, "n-runid19/run-12", _fill('{"workflow_name": "n-runid19", "run_id": @, "created_at": "@"}', LONG,
+                                          CREATED))
     _run(fleet, "n-date/run-13", _info("n-date", 13, created_at='"0001-01-01T00:00:00Z"'))
     _run(fleet, "n-future/run-14", _info("n-future", 14, created_at='"9999-12-31T23:59:59Z"'))
     _run(fleet, "n-folder/1900-01-01/run-15", '{"run_id": 15}')
     _run(fleet, "n-utf16/run-16", None, {"aw_info.json": _info("n-utf16", 16).encode("utf-16")})
     _run(fleet, "n-nan/run-17", _info("n-nan", 17, extra="NaN"))
     _run(fleet, "n-created/run-18", _info("n-created", 18, created_at="1777629600"))
-    _run(fleet, "n-too-deep/run-19", _info("n-too-deep", 19), {"agent_output.json": item % _deep(LONG, 1100)})
+    _run(fleet, "n-too-deep/run-19", _info("n-too-deep", 19), {"agent_output.json": _fill(item, _deep(LONG, 1100))})
     sessions = fleet / "sessions"
     sessions.mkdir()
-    call = '{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls","n":%s,"m":%s,"d":%s,"s":"\\ud800"}}'
+    call = '{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls","n":@,"m":@,"d":@,"s":"\\ud800"}}'
     (sessions / "big.jsonl").write_text(
-        _session_line(CREATED, call % (HUGE, BIG, _deep(LONG, 1000)))
-        + _session_line(CREATED, '{"type":"text","text":%s}' % _deep("1", 1100)))
+        _session_line(CREATED, _fill(call, HUGE, BIG, _deep(LONG, 1000)))
+        + _session_line(CREATED, _fill('{"type":"text","text":@}', _deep("1", 1100))))
     (sessions / "old.jsonl").write_text(_session_line("0001-01-01T00:00:00Z", '{"type":"text","text":"x"}'))
     return fleet
