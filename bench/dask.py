@@ -10,36 +10,22 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from bench.common import BENCH_DIR, core_fleet, fleet, row
-from bench.pipeline import run_pipeline
-from graders.grading.plan import PlanSet, default_plan
-from pipeline import graph
+from bench.common import core_fleet, fleet, row
+from bench.pipeline import run_pipeline, timed_run
 
 WORKERS = (1, 2)
 
 
 def run_on_cluster(root: Path, address: str) -> float:
-    """Seconds for the pipeline on ``root`` into a fresh output folder, on the cluster at ``address``."""
+    """Seconds for the pipeline on ``root`` on the cluster at ``address``."""
     from pipeline.runners.dask_runner import DaskRunner
 
-    out = BENCH_DIR / "out" / uuid.uuid4().hex
-    try:
-        started = time.perf_counter()
-        p = beam.Pipeline(runner=DaskRunner(), options=PipelineOptions([f"--dask_client_address={address}"]))
-        graph.build(p, str(root), str(out), PlanSet(default_plan()), uuid.uuid4().hex)
-        p.run().wait_until_finish()
-        return time.perf_counter() - started
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    return timed_run(root, DaskRunner(), PipelineOptions([f"--dask_client_address={address}"]))
 
 
 def run(quick: bool) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ def configure_logging(level: str) -> None:
     # Dask's scheduler and local workers set their loggers' levels from dask's config when
     # distributed is imported (later, by the dask runner), and their processes inherit this.
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning" if level in ("DEBUG", "INFO") else level.lower())
+    os.environ.setdefault("DASK_LOGGING__FLEETGRADE", level.lower())
 
 
 def beam_options(args: argparse.Namespace) -> PipelineOptions:

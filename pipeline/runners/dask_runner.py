@@ -19,6 +19,7 @@ options, the result) is Beam's. ``tests/pipeline/test_dask_runner.py`` holds one
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
@@ -54,9 +55,11 @@ DEFAULT_PARTITION_SIZE = 128
 def local_cluster(workers: int | None = None) -> ddist.LocalCluster:
     """A cluster of worker processes on this machine, every listener on 127.0.0.1 (the scheduler,
     the workers and their HTTP servers, on ports of the system's choice: two runs at once do not
-    meet on 8787). One thread a worker: grading is Python."""
+    meet on 8787). One thread a worker: grading is Python. Its workers log nothing: a task's error
+    reaches the client as the job's, and a worker closing with the cluster logs tracebacks."""
     return ddist.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                              dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0")
+                              dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
+                              silence_logs=logging.CRITICAL)
 
 
 class DaskRunner(upstream.DaskRunner):
@@ -278,8 +281,10 @@ def run_bundle(step: _Step, items: Iterable[Any],
                 invoker.invoke_process(te.get_windowed_value(item, step.window_fn))
             # Upstream: outputs were collected before ``finish_bundle``, so what it emitted was lost.
             invoker.invoke_finish_bundle()
-            invoker.invoke_teardown()
     finally:
+        # Also after a failure: a worker process outlives the job, and a DoFn's process-wide
+        # state (the sink's staging budget) must not keep a failed bundle's buffers.
+        invoker.invoke_teardown()
         statesampler.set_current_tracker(previous)
     return [[wv.value for wv in receivers[tag].values] for tag in step.tags], container.get_cumulative()
 
