@@ -20,6 +20,7 @@ all is a warning of the evidence. The run's reading budget (size, bytes, time) s
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -29,6 +30,7 @@ from typing import Annotated, Any, Final, Literal, NamedTuple
 
 import msgspec
 
+from graders.formats.usage import SESSION_USAGE_EVENTS, RunUsage, SessionUsage, read_usage
 from graders.jsrt.jsonio import MAX_LINE_LENGTH, JsonError, LineBatch, parse_json
 from graders.jsrt.lazylist import positions
 from graders.jsrt.records import digit_safe
@@ -104,7 +106,9 @@ class SafeOutputError:
 # A count as both readers see it alike: JavaScript (parse_json) reads a larger integer as a double.
 _Count = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
 _TOKEN_KEYS: Final = {"input": "input_tokens", "output": "output_tokens", "cache_read": "cache_read_tokens",
-                      "cache_write": "cache_write_tokens"}
+                      "cache_write": "cache_write_tokens", "reasoning": "reasoning_tokens",
+                      "credits": "ai_credits_this_response", "credits_total": "ai_credits_total",
+                      "include_cache": "input_tokens_include_cache"}
 
 
 class TokenRecord(msgspec.Struct, frozen=True, gc=False, rename=_TOKEN_KEYS):
@@ -112,7 +116,12 @@ class TokenRecord(msgspec.Struct, frozen=True, gc=False, rename=_TOKEN_KEYS):
 
     Also the line shape most real logs hold (both counts non-negative integers, the cache counts
     absent or such integers, ``purpose`` and ``model`` absent or strings): a line decoded into it
-    is what the per-line rule reads from it (the constraints hold when decoding only)."""
+    is what the per-line rule reads from it (the constraints hold when decoding only).
+
+    The cost fields (graders/formats/usage.py) are kept as the line has them: AWF's AI Credits
+    (``ai_credits_this_response``/``_total``, numbers or None, checked where they are summed),
+    its explicit cache semantics, and what gh-aw deduplicates and orders records by
+    (``event:request_id``, ``timestamp``; None when not a string)."""
 
     input: _Count
     output: _Count
@@ -120,6 +129,13 @@ class TokenRecord(msgspec.Struct, frozen=True, gc=False, rename=_TOKEN_KEYS):
     cache_write: _Count = 0
     purpose: str = ""
     model: str = ""
+    reasoning: _Count | None = None  # None: the record states none
+    credits: float | None = None
+    credits_total: float | None = None
+    include_cache: bool | None = None
+    request_id: str | None = None
+    event: str | None = None
+    timestamp: str | None = None
 
 
 # A count both readers and JavaScript read alike, and one preprocessing may ``Number()`` (a string).
@@ -171,6 +187,8 @@ class RunEvidence:
     # (path, lines skipped) for every file that had unreadable lines or records.
     malformed: tuple[tuple[str, int], ...] = ()
     warnings: tuple[str, ...] = ()
+    # What the run's model calls cost (graders/formats/usage.py): the cost graders' input.
+    usage: RunUsage = field(default_factory=RunUsage)
 
     @functools.cached_property
     def derived(self) -> dict[Any, Any]:
@@ -206,6 +224,10 @@ class _Reading:
 
     malformed: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
+    session_usage: SessionUsage = field(default_factory=SessionUsage)
+
+    def bad(self, rel: str) -> None:
+        self.malformed[rel] += 1
 
 
 def _short(text: Any) -> str:
@@ -305,12 +327,29 @@ def _aw_info(aw_info: Mapping[str, Any] | None) -> list[ConclusionSource]:
     return [ConclusionSource("aw_info.json", "aw_info.json", value, _github_outcome(value))]
 
 
+def _detection(record: dict[str, Any]) -> bool:
+    """A record of the threat-detection phase, never the agent's (T-UAS-062)."""
+    prov = record.get("provenance")
+    return isinstance(prov, dict) and prov.get("phase") == "detection"
+
+
 def _run_level(record: dict[str, Any]) -> bool:
     """A record about the run itself: not a subagent's (``agentId``), not the detection phase."""
-    if record.get("agentId"):
-        return False
-    prov = record.get("provenance")
-    return not (isinstance(prov, dict) and prov.get("phase") == "detection")
+    return not record.get("agentId") and not _detection(record)
+
+
+def session_record(data: Mapping[str, Any], timestamp: Any) -> TokenRecord:
+    """A unified session's ``firewall.token_usage`` / ``usage.report`` payload as a token record
+    (camelCase UsageReportData of unified_session.d.ts: ``usage{inputTokens, …}``, ``aic``,
+    ``totalAic``, ``requestId``), read by the rules of a token-usage line."""
+    usage = data.get("usage")
+    u = usage if isinstance(usage, dict) else {}
+    get = u.get
+    return TokenRecord(_int(get("inputTokens")), _int(get("outputTokens")), _int(get("cacheReadInputTokens")),
+                       _int(get("cacheCreationInputTokens")), _text(data.get("purpose")), _text(data.get("model")),
+                       _stated(get("reasoningOutputTokens")), _figure(data.get("aic")), _figure(data.get("totalAic")),
+                       _flag(get("inputTokensIncludeCache")), _str_or_none(data.get("requestId")), None,
+                       _str_or_none(timestamp))
 
 
 def _session(files: RunFiles, reading: _Reading,
@@ -337,6 +376,9 @@ def _session(files: RunFiles, reading: _Reading,
                 continue
             if kind == "safe_output.error":
                 found_errors.append(data)
+            elif kind in SESSION_USAGE_EVENTS and not _detection(rec):
+                reading.session_usage.add(rel, kind, session_record(data, rec.get("timestamp")),
+                                          kind == "firewall.token_usage" or isinstance(data.get("usage"), dict))
             if not _run_level(rec):
                 continue
             if kind == "session.result" and isinstance(data.get("status"), str) and data["status"]:
@@ -552,19 +594,27 @@ def _safe_output_errors(files: RunFiles, calls: list[McpCall], session: str | No
 
 
 def _token_records(files: RunFiles, reading: _Reading, tokens: TokenLines | None = None,
-                   ) -> tuple[str | None, list[TokenRecord]]:
-    rel = next((p for p in TOKEN_USAGE_FILES if files.exists(p)), None)
-    if rel is None:
-        return None, []
-    if tokens is not None and tokens.file == rel:  # read whole already, block by block
-        malformed = tokens.reading.malformed[rel]
-        if malformed:
-            reading.malformed[rel] += malformed
-        return rel, tokens.records
-    records: list[TokenRecord] = []
-    for batch in files.iter_line_batches(rel):
-        _token_block(batch, rel, reading, records)
-    return rel, records
+                   ) -> list[tuple[str, list[TokenRecord]]]:
+    """(file, records) of every token-usage candidate the run has, in graders.md §5's order: the
+    first is the agent's file the token graders read; the cost graders read them all, deduplicated
+    as gh-aw reads every candidate (graders/formats/usage.py)."""
+    out: list[tuple[str, list[TokenRecord]]] = []
+    for rel in TOKEN_USAGE_FILES:
+        if not files.exists(rel):
+            continue
+        if tokens is not None and tokens.file == rel:  # read whole already, block by block
+            malformed = tokens.reading.malformed[rel]
+            if malformed:
+                reading.malformed[rel] += malformed
+            out.append((rel, tokens.records))
+            continue
+        records: list[TokenRecord] = []
+        for batch in files.iter_line_batches(rel):
+            held = len(records)
+            _token_block(batch, rel, reading, records)
+            files.keep(len(records) - held, rel)  # the run's record budget, as preprocessing counts its file
+        out.append((rel, records))
+    return out
 
 
 class TokenLines:
@@ -605,9 +655,45 @@ def _token_record(rec: dict[str, Any], rel: str, reading: _Reading, records: lis
     if not any(isinstance(rec.get(k), (int, float)) for k in ("input_tokens", "output_tokens")):
         reading.malformed[rel] += 1
         return
-    records.append(TokenRecord(_int(rec.get("input_tokens")), _int(rec.get("output_tokens")),
-                               _int(rec.get("cache_read_tokens")), _int(rec.get("cache_write_tokens")),
-                               _text(rec.get("purpose")), _text(rec.get("model"))))
+    get = rec.get
+    records.append(TokenRecord(_int(get("input_tokens")), _int(get("output_tokens")),
+                               _int(get("cache_read_tokens")), _int(get("cache_write_tokens")),
+                               _text(get("purpose")), _text(get("model")), _stated(get("reasoning_tokens")),
+                               _figure(get("ai_credits_this_response")), _figure(get("ai_credits_total")),
+                               _flag(get("input_tokens_include_cache")), _str_or_none(get("request_id")),
+                               _str_or_none(get("event")), _str_or_none(get("timestamp"))))
+
+
+def _stated(value: Any) -> int | None:
+    """A count a record may leave out (``reasoning_tokens``): :func:`_int` of a number, else None."""
+    return _int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _figure(value: Any) -> float | None:
+    """A number as a double (what msgspec decodes a ``float`` field to), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond the doubles: JSON.parse reads Infinity
+        return math.inf
+
+
+def _flag(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _cost_fields(line: Any) -> tuple[Any, ...]:
+    """The cost fields of a decoded line (:class:`_TokenLine` or :class:`TokenUsageLine`) as
+    :class:`TokenRecord` holds them (a value of another JSON type is None, as :func:`_token_record` reads it)."""
+    reasoning = line.reasoning
+    return (reasoning if type(reasoning) is int else None, _figure(line.credits), _figure(line.credits_total),
+            _flag(line.include_cache), _str_or_none(line.request_id), _str_or_none(line.event),
+            _str_or_none(line.timestamp))
 
 
 class _TokenLine(msgspec.Struct, gc=False, rename=_TOKEN_KEYS):
@@ -622,6 +708,13 @@ class _TokenLine(msgspec.Struct, gc=False, rename=_TOKEN_KEYS):
     cache_write: _Count | str = 0
     purpose: str = ""
     model: str = ""
+    reasoning: _Count | str | None = None
+    credits: float | bool | str | None = None
+    credits_total: float | bool | str | None = None
+    include_cache: bool | float | str | None = None
+    request_id: str | float | bool | None = None
+    event: str | float | bool | None = None
+    timestamp: str | float | bool | None = None
 
 
 _TOKEN_LINE: Final = msgspec.json.Decoder(_TokenLine)
@@ -667,7 +760,8 @@ def _usage_lines(block: UsageBlock, rel: str, reading: _Reading, records: list[T
             inp = 0
         elif type(out) is not int:
             out = 0
-        records[start + i] = TokenRecord(inp, out, line.cache_read, line.cache_write, line.purpose, line.model)
+        records[start + i] = TokenRecord(inp, out, line.cache_read, line.cache_write, line.purpose, line.model,
+                                         *_cost_fields(line))
     for i in reversed(dropped):
         del records[i]
 
@@ -716,7 +810,7 @@ def _token_batch(batch: LineBatch, rel: str, reading: _Reading, records: list[To
         elif type(out) is not int:
             out = 0
         append(TokenRecord(inp, out, read if type(read) is int else 0, write if type(write) is int else 0,
-                           line.purpose, line.model))
+                           line.purpose, line.model, *_cost_fields(line)))
     return True
 
 
@@ -814,7 +908,10 @@ def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None,
     if mcp_file is not None:
         calls, orphans, filtered = pair_rpc_records(list(_lines(files, mcp_file, reading)))
     safe_errors, safe_sources = _safe_output_errors(files, calls, session_file, session_safe_errors, reading)
-    token_file, token_records = _token_records(files, reading, tokens)
+    token_files = _token_records(files, reading, tokens)
+    token_file, token_records = token_files[0] if token_files else (None, [])
+    usage = read_usage(files, token_files, reading.session_usage, reading.bad)
+    reading.warnings.extend(usage.warnings)
     archived_file, archived = _archived(files, reading)
     for rel, n in debug_log_tool_calls(files, reading):
         reading.warnings.append(f"{rel}: {n} tool call(s) of this Copilot CLI run appear only in its debug log "
@@ -833,4 +930,5 @@ def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None,
         archived_results=archived,
         malformed=tuple(sorted(reading.malformed.items())),
         warnings=tuple(reading.warnings),
+        usage=usage,
     )
