@@ -3,7 +3,8 @@
 - Every ```python block reads ``grader_results``; each is run as written and with every other
   table's name in its place, and must give the table's rows with ``date`` typed as a date.
 - Every ``fleetgrade`` line of a ```sh block is run with the real executable, in a folder laid out
-  like the checkout after ``make demo`` (``examples/``, ``demo-output/``), and must exit 0.
+  like the checkout after ``make demo`` (``examples/``, ``demo-output/``), and must exit 0, or
+  the status its trailing comment announces (``# exits 1: …``).
   ``make`` lines are skipped (they are what builds that folder); a block that needs the network or
   a cloud project is marked ``<!-- not-run -->`` just above it, and those are counted.
 """
@@ -13,8 +14,6 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,13 +23,14 @@ import pytest
 
 from schemas.tables import public_tables
 from tests.conftest import REPO
+from tests.helpers.demo import demo_root, run_fleetgrade
+
+__all__ = ["demo_root"]  # the fixture
 
 README = REPO / "README.md"
-EXE = str(Path(sys.executable).parent / "fleetgrade")
 NOT_RUN = "<!-- not-run -->"
 # The README's not-run blocks: `gh aw logs`, the worker image build, the Dataflow job.
 NOT_RUN_BLOCKS = 3
-TIMEOUT = 300  # a loaded 2-core machine; a command that hangs must not hang the suite
 
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[a-z]*)[ \t]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
                    re.MULTILINE | re.DOTALL)
@@ -70,6 +70,12 @@ def shell_commands(block: Block) -> list[tuple[int, str]]:
     return commands
 
 
+def expected_status(command: str) -> int:
+    """0, or N when the line's comment says ``# exits N``."""
+    found = re.search(r"#\s*exits (\d+)", command)
+    return int(found[1]) if found else 0
+
+
 BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
 PYTHON = [b for b in BLOCKS if b.lang == "python"]
 SHELL = [b for b in BLOCKS if b.lang == "sh"]
@@ -79,27 +85,6 @@ FLEETGRADE_LINES = [(n, c) for b in SHELL if not b.not_run for n, c in shell_com
 
 # ---------------------------------------------------------------------------------------------
 # The demo output, as `make demo` writes it, plus the observations table (written by `regrade`).
-
-
-def run_fleetgrade(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([EXE, *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=TIMEOUT)
-
-
-def demo_target_args() -> list[str]:
-    """The Makefile's demo `run` line, so the fixture grades exactly what `make demo` grades."""
-    makefile = (REPO / "Makefile").read_text()
-    line = next(ln for ln in makefile.splitlines() if "fleetgrade run " in ln)
-    return ["demo-output" if a == "$(OUT)" else a for a in shlex.split(line.split("fleetgrade", 1)[1])]
-
-
-@pytest.fixture(scope="session")
-def demo_root(tmp_path_factory) -> Path:
-    """A folder laid out like the checkout after `make demo`: examples/ and demo-output/."""
-    root = tmp_path_factory.mktemp("readme")
-    shutil.copytree(REPO / "examples", root / "examples")
-    r = run_fleetgrade(demo_target_args(), root)
-    assert r.returncode == 0, r.stderr
-    return root
 
 
 @pytest.fixture(scope="session")
@@ -213,7 +198,7 @@ def checkout_copy(demo_root, tmp_path_factory) -> Path:
 @pytest.mark.parametrize("command", [c for _, c in FLEETGRADE_LINES], ids=[f"line{n}" for n, _ in FLEETGRADE_LINES])
 def test_readme_fleetgrade_command_runs(command, checkout_copy):
     r = run_fleetgrade(shlex.split(command, comments=True)[1:], checkout_copy)
-    assert r.returncode == 0, f"{command}\n{r.stderr[-2000:]}"
+    assert r.returncode == expected_status(command), f"{command}\n{r.stderr[-2000:]}"
     assert r.stdout or r.stderr
 
 

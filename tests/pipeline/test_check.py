@@ -8,13 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.cli import main
 from pipeline.stats_read import read_rows, recompute_regressions
 from tests.conftest import REPO
+from tests.helpers.demo import CHANGE_DATE, demo_root
 from tests.pipeline.stats_fleet import SHIFT_DATE, shifted_output
 from tests.pipeline.test_gcs import BUCKET, client, gcs_server
 
-__all__ = ["gcs_server", "shifted_output"]  # the fixtures
+__all__ = ["demo_root", "gcs_server", "shifted_output"]  # the fixtures
 FLEETGRADE = Path(sys.executable).parent / "fleetgrade"
 
 
@@ -71,14 +71,22 @@ def test_check_does_not_import_beam() -> None:
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO, check=False).returncode == 0
 
 
-def test_the_demo_fleet_passes_the_gate_and_says_why(tmp_path: Path) -> None:
-    out = tmp_path / "demo"
-    assert main(["run", "--input", str(REPO / "examples" / "fleet"), "--output", str(out), "--log-level", "ERROR",
-                 "--trace-config", str(REPO / "examples" / "trace-grader.config.yaml")]) == 0
-    done = check(str(out))
-    assert done.returncode == 0, done.stderr
-    # three days of runs: no baseline yet, and every cell says it cannot tell
-    assert "0 regressed" in done.stdout and "insufficient-data (needs" in done.stdout
+def test_the_demo_fleet_fails_the_gate_on_its_planted_change(demo_root: Path) -> None:
+    """`make demo` then `fleetgrade check demo-output`: the planted change, found and dated, and
+    nothing else (examples/make_fleet.py plants it)."""
+    out = demo_root / "demo-output"
+    done = check(str(out), "--json")
+    assert done.returncode == 1, done.stderr
+    rows = json.loads(done.stdout)["rows"]
+    regressed = {(r["workflow"], r["grader_id"]): r["change_date"] for r in rows if r["verdict"] == "regressed"}
+    assert regressed == {("issue-triage", "tool-success-rate"): CHANGE_DATE,
+                         ("issue-triage", "tool-failure-count"): CHANGE_DATE}
+    assert not [r for r in rows if r["verdict"] == "improved"]
+    tested = {r["workflow"] for r in rows if r["verdict"] != "insufficient-data"}
+    assert tested == {"issue-triage", "ci-doctor"}, "daily-file-diet is three days old: nothing to test yet"
+    first = check(str(out)).stdout.splitlines()[1]
+    assert first.split()[:3] == ["issue-triage", "tool-failure-count", "regressed"] or \
+        first.split()[:3] == ["issue-triage", "tool-success-rate", "regressed"]
     stats = read_rows(str(out), "grader_stats")
     assert {r["window_days"] for r in stats} == {1, 7, 28}
     assert {r["grader_id"] for r in stats} >= {"tool-success-rate", "trace:delivered"}

@@ -16,7 +16,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.stats_read import recompute_regressions, worst_first
 from pipeline.tables import connect
-from tests.conftest import REPO
+from tests.helpers.demo import CHANGE_DATE, demo_root
 from tests.pipeline.report_fixtures import (
     FIRST,
     HOSTILE_MESSAGE,
@@ -26,6 +26,7 @@ from tests.pipeline.report_fixtures import (
     write_output,
 )
 
+__all__ = ["demo_root"]  # the fixture
 GATED = "(passed IS NOT NULL OR (status = 'error' AND threshold IS NOT NULL))"
 
 
@@ -233,28 +234,24 @@ def test_no_tables_is_a_clear_error(tmp_path, capsys):
     assert main(["report", str(tmp_path), "--since", "yesterday"]) == 2  # one line, no SystemExit
 
 
-@pytest.fixture(scope="module")
-def demo_output(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("demo") / "out"
-    assert main(["run", "--input", str(REPO / "examples" / "fleet"), "--output", str(out), "--log-level", "WARNING",
-                 "--trace-config", str(REPO / "examples" / "trace-grader.config.yaml")]) == 0
-    return out
-
-
-def test_demo_fleet_report(demo_output, capsys):
-    assert main(["report", str(demo_output)]) == 0
-    path = demo_output / "report.html"
+def test_demo_fleet_report(demo_root, tmp_path, capsys):
+    demo_output = demo_root / "demo-output"
+    path = tmp_path / "report.html"
+    assert main(["report", str(demo_output), "--html", str(path)]) == 0
     assert capsys.readouterr().out.strip() == str(path)
     html = path.read_text(encoding="utf-8")
     graded, dead = q(demo_output, "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM dead_letter)")[0]
     assert [int(a["data-value"]) for a in metrics(html, "input-count")] == [graded + dead]
     assert {(a["data-error-class"], int(a["data-value"])) for a in metrics(html, "dead-letter")} == {
         ("MetadataError", 3), ("NoArtifactsError", 1)}
-    assert len(metrics(html, "pass-rate")) == 9
+    days = q(demo_output, "SELECT count(DISTINCT (workflow, date)) FROM grader_results")[0][0]
+    assert len(metrics(html, "pass-rate")) == days == 3 * 3 + 2 * 11
     assert not [a["data-nodata"] for _, a in parse(html) if "data-nodata" in a], "every section has data"
-    # The sample fleet spans 3 days: there is no baseline, and the report says so rather than guess.
-    assert "have too little data to say" in html and not metrics(html, "worse-workflow")
-    assert {a["data-verdict"] for a in metrics(html, "regression")} == {"insufficient-data"}
+    # The planted change (examples/make_fleet.py): found, dated, and the only finding.
+    assert [a["data-workflow"] for a in metrics(html, "worse-workflow")] == ["issue-triage"]
+    regressed = {a["data-grader"]: a["data-change-date"] for a in metrics(html, "regression")
+                 if a["data-verdict"] == "regressed"}
+    assert regressed == {"tool-success-rate": CHANGE_DATE, "tool-failure-count": CHANGE_DATE}
     links = {a["href"] for t, a in parse(html) if t == "a" and (a.get("href") or "").startswith("https:")}
     run_id = q(demo_output, "SELECT run_id FROM runs ORDER BY failed DESC, errors DESC, run_id LIMIT 1")[0][0]
     assert f"https://github.com/octo-org/widgets/actions/runs/{run_id}" in links
