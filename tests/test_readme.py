@@ -2,18 +2,21 @@
 
 - Every ```python block reads ``grader_results``; each is run as written and with every other
   table's name in its place, and must give the table's rows with ``date`` typed as a date.
-- Every ``fleetgrade`` line of a ```sh block is run with the real executable, in a folder laid out
-  like the checkout after ``make demo`` (``examples/``, ``demo-output/``), and must exit 0, or
-  the status its trailing comment announces (``# exits 1: …``).
+- Every ``fleetgrade`` line of a ```sh block is run as pasted: by bash, after the README's own
+  line that puts ``fleetgrade`` on the PATH (``. .venv/bin/activate``) and with nothing else putting
+  it there, in a folder laid out like the checkout after ``make demo`` (``examples/``,
+  ``demo-output/``, ``.venv``). It must exit 0, or the status its comment announces (``# exits 1: …``).
   ``make`` lines are skipped (they are what builds that folder); a block that needs the network or
   a cloud project is marked ``<!-- not-run -->`` just above it, and those are counted.
 """
 
 from __future__ import annotations
 
+import os
 import re
-import shlex
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +32,9 @@ __all__ = ["demo_root"]  # the fixture
 
 README = REPO / "README.md"
 NOT_RUN = "<!-- not-run -->"
-# The README's not-run blocks: `gh aw logs`, the worker image build, the Dataflow job.
-NOT_RUN_BLOCKS = 3
+# The README's not-run blocks: `gh aw logs`, the Dataflow job.
+NOT_RUN_BLOCKS = 2
+VENV = Path(sys.executable).parent.parent  # the .venv `make demo` makes, which `activate` belongs to
 
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[a-z]*)[ \t]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
                    re.MULTILINE | re.DOTALL)
@@ -79,6 +83,7 @@ def expected_status(command: str) -> int:
 BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
 PYTHON = [b for b in BLOCKS if b.lang == "python"]
 SHELL = [b for b in BLOCKS if b.lang == "sh"]
+SOURCED = [(n, c) for b in SHELL if not b.not_run for n, c in shell_commands(b) if c.split()[0] == "."]
 FLEETGRADE_LINES = [(n, c) for b in SHELL if not b.not_run for n, c in shell_commands(b)
                     if c.split()[0] == "fleetgrade"]
 
@@ -180,9 +185,12 @@ def test_shell_blocks_hold_only_fleetgrade_and_make_commands():
     for b in SHELL:
         if not b.not_run:
             for n, command in shell_commands(b):
-                assert command.split()[0] in {"fleetgrade", "make"}, (
+                assert command.split()[0] in {"fleetgrade", "make", "."}, (
                     f"README.md:{n}: {command!r} runs neither fleetgrade nor make; mark the block {NOT_RUN}")
     assert len(FLEETGRADE_LINES) >= 10
+    # One line puts fleetgrade on the PATH, before the first fleetgrade line.
+    assert [c for _, c in SOURCED] == [". .venv/bin/activate"]
+    assert SOURCED[0][0] < FLEETGRADE_LINES[0][0]
 
 
 @pytest.fixture(scope="module")
@@ -191,13 +199,31 @@ def checkout_copy(demo_root, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("readme-cmds")
     shutil.copytree(demo_root / "examples", root / "examples")
     shutil.copytree(demo_root / "demo-output", root / "demo-output")
+    (root / ".venv").symlink_to(VENV, target_is_directory=True)
     return root
+
+
+def as_pasted(command: str, root: Path, path_line: bool = True) -> subprocess.CompletedProcess[str]:
+    """``command`` run by bash after the README's PATH line, with no fleetgrade on the PATH before."""
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep)
+                                  if d and not (Path(d) / "fleetgrade").exists())
+    script = f"{SOURCED[0][1]} && {command}" if path_line else command
+    return subprocess.run(["bash", "-c", script], cwd=root, env=env, capture_output=True, text=True, check=False,
+                          timeout=300)
+
+
+def test_the_path_line_puts_the_checkouts_fleetgrade_on_the_path(checkout_copy):
+    assert as_pasted("command -v fleetgrade", checkout_copy, path_line=False).returncode != 0
+    found = as_pasted("command -v fleetgrade", checkout_copy)
+    assert found.returncode == 0, found.stderr
+    assert Path(found.stdout.strip()).resolve() == (VENV / "bin" / "fleetgrade").resolve()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", [c for _, c in FLEETGRADE_LINES], ids=[f"line{n}" for n, _ in FLEETGRADE_LINES])
 def test_readme_fleetgrade_command_runs(command, checkout_copy):
-    r = run_fleetgrade(shlex.split(command, comments=True)[1:], checkout_copy)
+    r = as_pasted(command, checkout_copy)
     assert r.returncode == expected_status(command), f"{command}\n{r.stderr[-2000:]}"
     assert r.stdout or r.stderr
 
