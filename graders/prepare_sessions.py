@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from graders.formats import SNIFF_BYTES, FormatError, Session, Source, read_file, sniff
 from graders.formats.claude_code import SUBAGENT_FILE
+from graders.formats.evidence import session_evidence
 from graders.formats.ghaw.preprocess import PreprocessReport
 from graders.prepare import PreparedRun
 from graders.runs.layout import DATE_DIR, layout_hints
@@ -112,7 +113,8 @@ def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | Sessi
                 report = PreprocessReport(sources={"session": rel}, warnings=list(s.warnings),
                                           bytes_read=len(data) + sum(map(len, related.values())))
                 run = s.run(task=meta.workflow, run_id=meta.run_id)
-                prepared.append(PreparedRun(meta, s.trace(), report, digest, source_kind=s.kind, steps_run=run))
+                prepared.append(PreparedRun(meta, s.trace(), report, digest, evidence=session_evidence(s, data),
+                                            source_kind=s.kind, steps_run=run))
             one.check_time(rel)
         except (FormatError, MetadataError, ValueError, OSError, RecursionError, MemoryError) as exc:
             yield SessionFailure(display, exc, _folder_workflow(folder_hint) or wf_hint, date_hint)

@@ -112,6 +112,53 @@ def mcp_tool_success_rate(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
             "message": f"{d['calls'] - d['errors']} of {d['calls']} MCP tool calls succeeded"}
 
 
+# --- every tool call ----------------------------------------------------------------------------
+
+
+def _calls_details(ev: RunEvidence) -> dict[str, Any]:
+    calls = ev.calls
+    errors = [c for c in calls if c.ok is False]
+    by_tool: dict[str, dict[str, int]] = {}
+    for c in calls:
+        t = by_tool.setdefault(c.name or "?", {"calls": 0, "errors": 0})
+        t["calls"] += 1
+        t["errors"] += c.ok is False
+    return {
+        "source": ev.calls_source,
+        "gateway": ev.gateway_file,
+        "calls": len(calls),
+        "errors": len(errors),
+        "unanswered": sum(c.ok is None for c in calls),
+        "native": ev.native_calls,
+        "mcp_only": len(calls) - ev.native_calls,
+        "by_tool": dict(sorted(by_tool.items())[:LISTED]),
+        "listed": [{"tool": c.name, "server": c.server, "agent": c.agent, "call_id": c.call_id, "error": c.error}
+                   for c in errors[:LISTED]],
+    }
+
+
+def tool_call_count(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
+    """Every tool call the run's logs show, native and MCP, each once (docs/formats.md §8.3)."""
+    if ev.calls_source is None:
+        return _unavailable("no log of the run's tool calls (no unified session, engine log, session "
+                            "events or MCP gateway log)")
+    d = _calls_details(ev)
+    return {"value": d["calls"], "details": _json(d),
+            "message": f"{d['calls']} tool call(s) ({d['mcp_only']} seen by the MCP gateway only, "
+                       f"{d['unanswered']} unanswered) in {ev.calls_source}"}
+
+
+def tool_error_count(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
+    """The tool calls that failed: an error flag, a non-zero exit code, a failed or declined status,
+    a sandbox refusal (unanswered calls are no errors: counted apart)."""
+    if ev.calls_source is None:
+        return _unavailable("no log of the run's tool calls (no unified session, engine log, session "
+                            "events or MCP gateway log)")
+    d = _calls_details(ev)
+    return {"value": d["errors"], "details": _json(d),
+            "message": f"{d['errors']} of {d['calls']} tool call(s) failed ({d['unanswered']} unanswered)"}
+
+
 # --- safe outputs -----------------------------------------------------------------------------
 
 
@@ -267,6 +314,8 @@ _FUNCTIONS: Final[dict[str, ObservedFn]] = {
     "mcp-tool-error-count": mcp_tool_error_count,
     "mcp-tool-success-rate": mcp_tool_success_rate,
     "safe-output-error-count": safe_output_error_count,
+    "tool-call-count": tool_call_count,
+    "tool-error-count": tool_error_count,
     "context-growth-cached": context_growth_cached,
     "working-set-rebuild-factor-cached": working_set_rebuild_factor_cached,
 }
@@ -289,6 +338,12 @@ _observed("context-growth-cached", "Context Growth (cache-aware)",
 _observed("working-set-rebuild-factor-cached", "Working-Set Rebuild Factor (cache-aware)",
           "working-set-rebuild-factor over input + cache read + cache write tokens, router/classifier calls excluded",
           "factor", "lower_is_better", lo=1)
+_observed("tool-call-count", "Tool Call Count",
+          "every tool call the run's logs show, the engine's native calls and MCP calls, each call id once",
+          "count", "lower_is_better")
+_observed("tool-error-count", "Tool Error Count",
+          "tool calls that failed: an error flag, a non-zero exit code, a failed or declined status, a sandbox refusal",
+          "count", "lower_is_better", 5)
 
 
 @functools.cache

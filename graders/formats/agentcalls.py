@@ -1,0 +1,179 @@
+"""A gh-aw run's tool calls as its engine made them, one meaning across engines (docs/formats.md §8.3):
+what ``tool-call-count``/``tool-error-count`` count and, where the trace lacks them, the trace rules'
+steps. gh-aw's own graders never see this: they read the trace only.
+
+The calls come from the first source the run has (T-UAS-058: a persisted canonical stream takes
+precedence over raw engine logs, never both):
+
+1. the unified session ``usage/aw_session.jsonl``, then its agent-phase copy ``agent-session.jsonl``;
+2. the engine's native log: ``agent-stdio.log`` read by the format of ``aw_info.json``'s
+   ``engine_id`` (Claude stream-json, ``codex exec --json``, Gemini stream-json, OpenCode, Goose,
+   Agy; Pi's ``pi-streaming.jsonl``), or by the stdout format its records show;
+3. Copilot's ``events.jsonl`` (the trace's native calls).
+
+Then the MCP gateway's calls no agent record accounts for are added (``session.merge_gateway``):
+``mcp-logs/rpc-messages.jsonl`` (requests paired with responses), else the trace's gateway calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from graders.formats import formats
+from graders.formats.aw_session import read_session as read_unified
+from graders.formats.copilot import read_session as read_canonical
+from graders.formats.ghaw.toolcalls import is_tool_failure
+from graders.formats.session import Call, FormatError, Session, Source, TokenTotals, merge_gateway, text
+
+if TYPE_CHECKING:
+    from graders.runs.runfiles import RunFiles
+
+UNIFIED: Final = ("usage/aw_session.jsonl", "agent-session.jsonl")
+AGENT_STDIO: Final = "agent-stdio.log"
+PI_STREAM: Final = "pi-streaming.jsonl"
+EVENTS: Final = "copilot-session-state events.jsonl"  # the source name of the trace's native calls
+
+
+class _McpCall(Protocol):
+    """What is read here of an ``evidence.McpCall`` (not imported: evidence imports this module)."""
+
+    server: str
+    method: str
+    tool: str
+    outcome: str
+    error: str
+
+
+@dataclass
+class RunCalls:
+    """The run's calls and where they came from."""
+
+    source: str | None = None  # the file (and format) of the agent's calls; None: no agent log
+    calls: list[Call] = field(default_factory=list)
+    native: int = 0  # how many are the agent's own records (the rest are the gateway's only)
+    gateway: str | None = None  # the gateway log merged in
+    tokens: TokenTotals | None = None  # the engine log's totals, where it reports them
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def replaces_trace(self) -> bool:
+        """Whether the trace rules should read these calls instead of the trace's: the agent's calls
+        came from a log gh-aw's preprocessing does not read."""
+        return self.source is not None and self.source != EVENTS
+
+
+def _stdout_formats() -> list[Any]:
+    return [f for f in formats() if not f.folder and getattr(f, "engines", ())]
+
+
+def _read_sessions(fmt: Any, rel: str, data: bytes, out: RunCalls) -> list[Session] | None:
+    try:
+        sessions: list[Session] = [s.finish() for s in fmt.read(Source(rel, data, chatter=True))]
+    except (FormatError, ValueError, RecursionError) as exc:
+        out.warnings.append(f"{rel}: not read as {fmt.kind}: {exc}")
+        return None
+    return sessions
+
+
+def _native_log(files: RunFiles, engine: str | None, out: RunCalls) -> list[Call] | None:
+    """The engine's own log, read by its format: the calls, or None when there is none."""
+    candidates = _stdout_formats()
+    chosen = [f for f in candidates if engine in f.engines]
+    pi_logs = sorted(rel for rel in files.sizes if rel.rsplit("/", 1)[-1] == PI_STREAM)
+    paths = pi_logs if (engine == "pi" and pi_logs) else ([AGENT_STDIO] if files.exists(AGENT_STDIO) else pi_logs)
+    for rel in paths:
+        data = files.read(rel)
+        fmts = chosen or [f for f in candidates if f.sniff(rel, data[:65536])]
+        for fmt in fmts[:1]:
+            sessions = _read_sessions(fmt, rel, data, out)
+            if not sessions:
+                continue
+            calls = [c for s in sessions for c in s.calls]
+            if not calls and not any(s.usage for s in sessions):
+                continue  # the log holds no record of this format
+            out.source = f"{rel} ({fmt.kind})"
+            totals = [s.tokens for s in sessions if s.tokens is not None]
+            if totals:
+                first = totals[0]
+                out.tokens = TokenTotals(sum(t.input for t in totals), sum(t.output for t in totals),
+                                         sum(t.cache_read for t in totals), sum(t.cache_write for t in totals),
+                                         first.input_includes_cache, first.source)
+            for s in sessions:
+                out.warnings.extend(s.warnings)
+            return calls
+    return None
+
+
+def _unified(files: RunFiles, out: RunCalls, gateway_out: list[Call]) -> list[Call] | None:
+    for rel in UNIFIED:
+        if not files.exists(rel):
+            continue
+        source = Source(rel, files.read(rel))
+        try:
+            session = (read_unified(source, gateway_out) if rel.startswith("usage/")
+                       else read_canonical(source)).finish()
+        except (FormatError, ValueError, RecursionError) as exc:
+            out.warnings.append(f"{rel}: not read for the run's tool calls: {exc}")
+            continue
+        if not session.calls and not any(u for u in session.usage):
+            continue
+        out.source = rel
+        out.tokens = session.tokens
+        out.warnings.extend(w for w in session.warnings if "started but never completed" not in w)
+        return session.calls
+    return None
+
+
+def calls_of_events(native: Sequence[Any]) -> list[Call]:
+    """The trace's native calls (Copilot ``events.jsonl``, joined by gh-aw's rules) as calls."""
+    out = []
+    for c in native:
+        if not isinstance(c, dict):
+            continue
+        server = text(c.get("mcpServerName"))
+        name = (text(c.get("mcpToolName")) if server else None) or str(c.get("name") or c.get("tool") or "")
+        args = c.get("arguments")
+        ok = None if c.get("completed") is False or "success" not in c else not is_tool_failure(c)
+        err = c.get("error")
+        out.append(Call(name, args if isinstance(args, dict) else {}, ok, "", text(c.get("toolCallId")), None,
+                        None if ok is not False else (str(err)[:200] if err else "failed"), server))
+    return out
+
+
+def _gateway(mcp_calls: Sequence[_McpCall], mcp_file: str | None, trace: Mapping[str, Any],
+             out: RunCalls) -> list[Call]:
+    if mcp_file is not None:
+        out.gateway = mcp_file
+        return [Call(c.tool, {}, None if c.outcome == "unanswered" else c.outcome == "ok", "", None, None,
+                     c.error or None, c.server) for c in mcp_calls if c.method == "tools/call"]
+    gateway = [c for c in trace.get("toolCalls") or () if isinstance(c, dict) and c.get("source") != "agent"]
+    if gateway:
+        out.gateway = "the MCP gateway log"
+    return [Call(str(c.get("tool_name") or c.get("tool") or c.get("name") or ""), {}, not is_tool_failure(c), "",
+                 None, None, "failed" if is_tool_failure(c) else None, text(c.get("mcpServerName")))
+            for c in gateway]
+
+
+def run_calls(files: RunFiles, aw_info: Mapping[str, Any] | None, trace: Mapping[str, Any],
+              mcp_calls: Sequence[_McpCall], mcp_file: str | None) -> RunCalls:
+    """The run's tool calls: the agent's from its first source, then the gateway's it lacks."""
+    out = RunCalls()
+    unified_gateway: list[Call] = []
+    agent = _unified(files, out, unified_gateway)
+    if agent is None:
+        engine = text((aw_info or {}).get("engine_id"))
+        agent = _native_log(files, engine.lower() if engine else None, out)
+    if agent is None:
+        native = trace.get("nativeToolCalls")
+        if isinstance(native, list) and native:
+            agent = calls_of_events(native)
+            out.source = EVENTS
+    gateway = _gateway(mcp_calls, mcp_file, trace, out)
+    if not gateway and unified_gateway:  # the folder has no gateway log: the unified session's view
+        gateway, out.gateway = unified_gateway, "usage/aw_session.jsonl (mcp.*)"
+    agent = agent or []
+    out.native = len(agent)
+    out.calls = merge_gateway(agent, gateway)
+    return out
