@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from graders.formats import SNIFF_BYTES, FormatError, Session, Source, read_file, sniff
 from graders.formats.claude_code import SUBAGENT_FILE
 from graders.formats.evidence import session_evidence
 from graders.formats.ghaw.preprocess import PreprocessReport
 from graders.prepare import PreparedRun
-from graders.runs.layout import DATE_DIR, layout_hints
+from graders.runs.layout import DATE_DIR, SNIFFED_SUFFIXES, layout_hints
 from graders.runs.runfiles import RunFiles
 from graders.runs.runmeta import (
     MAX_REPOSITORY_CHARS,
@@ -32,8 +33,9 @@ from schemas.documents import RunMeta
 
 @dataclass
 class NotASession:
-    """A ``.json`` document no reader recognises (a manifest, a `gh aw logs --json` summary): a
-    stray, as every other file outside a run; a ``.jsonl``/``.ndjson`` one is a failure instead."""
+    """A ``.json`` document or ``.log`` no reader recognises (a manifest, a `gh aw logs --json`
+    summary, a build log): a stray, as every other file outside a run; a ``.jsonl``/``.ndjson``
+    one is a failure instead."""
 
     path: str
 
@@ -53,21 +55,41 @@ def _folder_workflow(hint: str) -> str | None:
     return next((p for p in reversed(hint.split("/")) if p and not DATE_DIR.match(p)), None)
 
 
-def session_meta(session: Session, file_rel: str, hint: str, display: str) -> RunMeta:
+def session_date(session: Session, hint: str, display: str, mtime: float | None) -> str:
+    """The session's date: its first timestamp; else the date part of a timestamp that does not
+    parse (a warning says so); else a ``YYYY-MM-DD`` folder above the file; else the file's
+    modification time (a warning says so); else none can be given (``MetadataError``)."""
+    if session.created_at is not None:
+        return utc_date_of(session.created_at, display)
+    if session.date_part is not None:
+        session.warnings.append(f"{display}: timestamp {session.bad_time!r} is not ISO 8601; the session's "
+                                f"date is its date part, {session.date_part}")
+        return session.date_part
+    found = layout_hints(f"{hint}/x" if hint else "x")[2]
+    if found is not None:
+        return found
+    bad = f" (timestamp {session.bad_time!r} is not ISO 8601)" if session.bad_time else " (no timestamp in the file)"
+    if mtime is not None:
+        try:
+            day = datetime.fromtimestamp(mtime, UTC).date().isoformat()
+        except (ValueError, OverflowError, OSError):
+            day = None
+        if day is not None:
+            session.warnings.append(f"{display}: no usable date in the file{bad} and no YYYY-MM-DD folder "
+                                    f"above it; the session's date is the file's modification time, {day}")
+            return day
+    raise MetadataError(f"{display}: cannot determine the session's date{bad}, no YYYY-MM-DD folder above "
+                        "it and no modification time")
+
+
+def session_meta(session: Session, file_rel: str, hint: str, display: str, mtime: float | None = None) -> RunMeta:
     """The run identity of one session of the file ``file_rel`` (relative to its group folder,
     whose path relative to the input is ``hint``)."""
     stem = file_rel.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     from_file = session.run_id is not None and session.workflow is not None
     workflow = session.workflow or _folder_workflow(hint) or session.kind
     run_id = session.run_id or stem
-    if session.created_at is not None:
-        date = utc_date_of(session.created_at, display)
-    else:
-        found = layout_hints(f"{hint}/x" if hint else "x")[2]
-        if found is None:
-            raise MetadataError(f"{display}: cannot determine the session's date (no timestamp in the file "
-                                "and no YYYY-MM-DD folder above it)")
-        date = found
+    date = session_date(session, hint, display, mtime)
     check_name(workflow, "workflow", MAX_WORKFLOW_CHARS, display)
     check_name(run_id, "run id", MAX_RUN_ID_CHARS, display)
     if session.repository is not None:
@@ -101,7 +123,7 @@ def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | Sessi
         one = RunFiles(files.root, {r: files.sizes[r] for r in own}, files.open)
         try:
             data = one.read(rel)
-            if rel.endswith(".json") and sniff(rel, data[:SNIFF_BYTES]) is None:
+            if rel.endswith(SNIFFED_SUFFIXES) and sniff(rel, data[:SNIFF_BYTES]) is None:
                 yield NotASession(display)
                 continue
             related = {r: one.read(r) for r in own[1:]}
@@ -109,7 +131,7 @@ def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | Sessi
             digest = _digest([(rel, data), *related.items()])
             prepared = []
             for s in sessions:
-                meta = session_meta(s, rel, folder_hint, display)
+                meta = session_meta(s, rel, folder_hint, display, files.mtimes.get(rel))
                 report = PreprocessReport(sources={"session": rel}, warnings=list(s.warnings),
                                           bytes_read=len(data) + sum(map(len, related.values())))
                 run = s.run(task=meta.workflow, run_id=meta.run_id)

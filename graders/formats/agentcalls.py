@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from graders.formats import formats
+from graders.formats import SNIFF_BYTES, formats
 from graders.formats.aw_session import read_session as read_unified
 from graders.formats.copilot import read_session as read_canonical
 from graders.formats.ghaw.toolcalls import is_tool_failure
@@ -39,11 +39,16 @@ EVENTS: Final = "copilot-session-state events.jsonl"  # the source name of the t
 class _McpCall(Protocol):
     """What is read here of an ``evidence.McpCall`` (not imported: evidence imports this module)."""
 
-    server: str
-    method: str
-    tool: str
-    outcome: str
-    error: str
+    @property
+    def server(self) -> str: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def error(self) -> str: ...
 
 
 @dataclass
@@ -65,7 +70,7 @@ class RunCalls:
 
 
 def _stdout_formats() -> list[Any]:
-    return [f for f in formats() if not f.folder and getattr(f, "engines", ())]
+    return [f for f in formats() if not f.folder and bool(getattr(f, "engines", None))]
 
 
 def _read_sessions(fmt: Any, rel: str, data: bytes, out: RunCalls) -> list[Session] | None:
@@ -85,14 +90,14 @@ def _native_log(files: RunFiles, engine: str | None, out: RunCalls) -> list[Call
     paths = pi_logs if (engine == "pi" and pi_logs) else ([AGENT_STDIO] if files.exists(AGENT_STDIO) else pi_logs)
     for rel in paths:
         data = files.read(rel)
-        fmts = chosen or [f for f in candidates if f.sniff(rel, data[:65536])]
+        head = data[:SNIFF_BYTES]
+        # The engine's format when the log holds its records, else the stdout format it shows.
+        fmts = [f for f in chosen if f.sniff(rel, head)] or [f for f in candidates if f.sniff(rel, head)]
         for fmt in fmts[:1]:
             sessions = _read_sessions(fmt, rel, data, out)
             if not sessions:
                 continue
             calls = [c for s in sessions for c in s.calls]
-            if not calls and not any(s.usage for s in sessions):
-                continue  # the log holds no record of this format
             out.source = f"{rel} ({fmt.kind})"
             totals = [s.tokens for s in sessions if s.tokens is not None]
             if totals:

@@ -123,13 +123,12 @@ def read_runs(source: Source) -> list[Session]:
             s = current.session
             s.run_id = text(o.get("session_id"))
             continue
-        if kind not in _TYPES:
-            if current is not None:
-                current.session.skip(o.get("type"))
-            continue
-        if current is None:  # a run whose init was cut off: read it all the same
+        if current is None:  # a run whose init was cut off (or comes later): read it all the same
             current = _Run(source, 1)
             runs.append(current)
+        if kind not in _TYPES:
+            current.session.skip(o.get("type"))
+            continue
         current.session.run_id = current.session.run_id or text(o.get("session_id"))
         if kind in ("assistant", "user"):
             current.message(o)

@@ -92,7 +92,7 @@ def test_the_failed_run_fails_its_conclusion_and_counts_its_mcp_errors(output: P
     first, graders = con.execute("""SELECT min(grader_index) FILTER (WHERE source = 'fleetgrade'),
                                     (SELECT graders FROM runs WHERE run_id = '5001')
                                     FROM grader_results WHERE run_id = '5001'""").fetchone()
-    assert first == len(default_plan().enabled) and graders == first + 6
+    assert first == len(default_plan().enabled) and graders == first + 8
 
 
 def test_the_failed_run_is_a_trace_fail(output: Path) -> None:
