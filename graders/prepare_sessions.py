@@ -8,15 +8,19 @@ the session's first timestamp, else a ``YYYY-MM-DD`` folder above it. Attempt 1 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import IO, Any
 
-from graders.formats import SNIFF_BYTES, FormatError, Session, Source, read_file, sniff
+from graders.formats import SNIFF_BYTES, Session, Source, read_file, sniff
 from graders.formats.claude_code import SUBAGENT_FILE
-from graders.formats.evidence import session_evidence
+from graders.formats.evidence import SESSION_FILES, session_evidence
 from graders.formats.ghaw.preprocess import PreprocessReport
+from graders.formats.session import ON_RECORD, FileStream
 from graders.prepare import PreparedRun
 from graders.runs.layout import DATE_DIR, SNIFFED_SUFFIXES, layout_hints
 from graders.runs.runfiles import RunFiles
@@ -29,6 +33,8 @@ from graders.runs.runmeta import (
     utc_date_of,
 )
 from schemas.documents import RunMeta
+
+UNIFIED = SESSION_FILES[0]  # where a run keeps its unified session
 
 
 @dataclass
@@ -99,15 +105,25 @@ def session_meta(session: Session, file_rel: str, hint: str, display: str, mtime
                    metadata_source="file" if from_file else "layout", root=display)
 
 
-def _digest(parts: list[tuple[str, bytes]]) -> str:
+def _digest(parts: list[tuple[str, int, str]]) -> str:
+    """The session's input digest from each file's (path, bytes, SHA-256)."""
     h = hashlib.sha256()
-    for rel, data in parts:
-        h.update(f"{rel}\0{len(data)}\0{hashlib.sha256(data).hexdigest()}\n".encode())
+    for rel, size, sha in parts:
+        h.update(f"{rel}\0{size}\0{sha}\n".encode())
     return h.hexdigest()
 
 
+def _open_as(files: RunFiles, rel: str, _as: str) -> AbstractContextManager[IO[bytes]]:
+    """``files``' file ``rel``, opened under another name (a session file read as a run's file)."""
+    return files.open(rel)
+
+
 def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | SessionFailure | NotASession]:
-    """Every session of every file in ``files`` (one folder's session files)."""
+    """Every session of every file in ``files`` (one folder's session files), one file at a time.
+
+    Whatever reading one file raises (a reader's bug included) is that file's failure: the
+    generator itself does not raise, so its sessions can be graded as they come, each file read
+    as a stream and freed before the next (docs/hostile-input.md, "Memory")."""
     root = files.root.rstrip("/")
     names = sorted(files.sizes)
     subagent = {rel for rel in names if SUBAGENT_FILE.match(rel) and f"{rel.split('/', 1)[0]}.jsonl" in names}
@@ -121,24 +137,32 @@ def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | Sessi
         own = [rel, *(r for r in sorted(subagent) if r.startswith(stem + "/"))]
         # Each session file is an input of its own: its own read budget (bytes, time), not the folder's.
         one = RunFiles(files.root, {r: files.sizes[r] for r in own}, files.open)
+        streams = {r: FileStream(one, r) for r in own}
+        prepared: list[PreparedRun] = []
         try:
-            data = one.read(rel)
-            if rel.endswith(SNIFFED_SUFFIXES) and sniff(rel, data[:SNIFF_BYTES]) is None:
+            if rel.endswith(SNIFFED_SUFFIXES) and sniff(rel, streams[rel].head(SNIFF_BYTES)) is None:
                 yield NotASession(display)
                 continue
-            related = {r: one.read(r) for r in own[1:]}
-            sessions = read_file(Source(display, data, related))
-            digest = _digest([(rel, data), *related.items()])
-            prepared = []
+            counted = ON_RECORD.set(functools.partial(one.keep, 1, rel))
+            try:
+                sessions: Any = read_file(Source(display, streams[rel], {r: streams[r] for r in own[1:]}))
+            finally:
+                ON_RECORD.reset(counted)
+            parts = [(r, *streams[r].digest()) for r in own]
+            digest = _digest(parts)
             for s in sessions:
                 meta = session_meta(s, rel, folder_hint, display, files.mtimes.get(rel))
                 report = PreprocessReport(sources={"session": rel}, warnings=list(s.warnings),
-                                          bytes_read=len(data) + sum(map(len, related.values())))
+                                          bytes_read=sum(size for _, size, _ in parts))
                 run = s.run(task=meta.workflow, run_id=meta.run_id)
-                prepared.append(PreparedRun(meta, s.trace(), report, digest, evidence=session_evidence(s, data),
+                # A unified session is read again, streamed, by the observed layer's own reader.
+                unified = RunFiles(one.root, {UNIFIED: one.sizes[rel]}, functools.partial(_open_as, one, rel)) \
+                    if s.kind == "aw-session" else None
+                prepared.append(PreparedRun(meta, s.trace(), report, digest, evidence=session_evidence(s, unified),
                                             source_kind=s.kind, steps_run=run))
+            sessions = None  # the readers' sessions are not kept while their runs are graded
             one.check_time(rel)
-        except (FormatError, MetadataError, ValueError, OSError, RecursionError, MemoryError) as exc:
+        except Exception as exc:  # this file's failure, never the folder's: the others are graded
             yield SessionFailure(display, exc, _folder_workflow(folder_hint) or wf_hint, date_hint)
             continue
         finally:

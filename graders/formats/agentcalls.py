@@ -25,7 +25,16 @@ from graders.formats import SNIFF_BYTES, formats
 from graders.formats.aw_session import read_session as read_unified
 from graders.formats.copilot import read_session as read_canonical
 from graders.formats.ghaw.toolcalls import is_tool_failure
-from graders.formats.session import Call, FormatError, Session, Source, TokenTotals, merge_gateway, text
+from graders.formats.session import (
+    Call,
+    FileStream,
+    FormatError,
+    Session,
+    Source,
+    TokenTotals,
+    merge_gateway,
+    text,
+)
 
 if TYPE_CHECKING:
     from graders.runs.runfiles import RunFiles
@@ -73,9 +82,9 @@ def _stdout_formats() -> list[Any]:
     return [f for f in formats() if not f.folder and bool(getattr(f, "engines", None))]
 
 
-def _read_sessions(fmt: Any, rel: str, data: bytes, out: RunCalls) -> list[Session] | None:
+def _read_sessions(fmt: Any, rel: str, stream: FileStream, out: RunCalls) -> list[Session] | None:
     try:
-        sessions: list[Session] = [s.finish() for s in fmt.read(Source(rel, data, chatter=True))]
+        sessions: list[Session] = [s.finish() for s in fmt.read(Source(rel, stream, chatter=True))]
     except (FormatError, ValueError, RecursionError) as exc:
         out.warnings.append(f"{rel}: not read as {fmt.kind}: {exc}")
         return None
@@ -89,12 +98,12 @@ def _native_log(files: RunFiles, engine: str | None, out: RunCalls) -> list[Call
     pi_logs = sorted(rel for rel in files.sizes if rel.rsplit("/", 1)[-1] == PI_STREAM)
     paths = pi_logs if (engine == "pi" and pi_logs) else ([AGENT_STDIO] if files.exists(AGENT_STDIO) else pi_logs)
     for rel in paths:
-        data = files.read(rel)
-        head = data[:SNIFF_BYTES]
+        stream = FileStream(files, rel)  # streamed: a run's stdout can be large
+        head = stream.head(SNIFF_BYTES)
         # The engine's format when the log holds its records, else the stdout format it shows.
         fmts = [f for f in chosen if f.sniff(rel, head)] or [f for f in candidates if f.sniff(rel, head)]
         for fmt in fmts[:1]:
-            sessions = _read_sessions(fmt, rel, data, out)
+            sessions = _read_sessions(fmt, rel, stream, out)
             if not sessions:
                 continue
             calls = [c for s in sessions for c in s.calls]
@@ -115,7 +124,7 @@ def _unified(files: RunFiles, out: RunCalls, gateway_out: list[Call]) -> list[Ca
     for rel in UNIFIED:
         if not files.exists(rel):
             continue
-        source = Source(rel, files.read(rel))
+        source = Source(rel, FileStream(files, rel))
         try:
             session = (read_unified(source, gateway_out) if rel.startswith("usage/")
                        else read_canonical(source)).finish()

@@ -28,6 +28,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Annotated, Any, Final, Literal, NamedTuple
 
 import msgspec
@@ -39,7 +40,7 @@ from graders.jsrt.lazylist import positions
 from graders.jsrt.records import digit_safe
 from graders.runs.download_layout import SANDBOX_TOKEN_USAGE, USAGE_TOKEN_USAGE
 from graders.runs.layout import GRADER_ARCHIVE_DIRS
-from graders.runs.runfiles import RunFiles, memory_run_files
+from graders.runs.runfiles import RunFiles
 
 Outcome = Literal["success", "failure"]
 CallOutcome = Literal["ok", "error", "unanswered"]
@@ -245,6 +246,7 @@ def _lines(files: RunFiles, rel: str, reading: _Reading) -> Iterator[tuple[int, 
     for lineno, raw in enumerate(files.iter_lines(rel), start=1):
         record = _record(raw, rel, reading)
         if record is not None:
+            files.keep(1, rel)  # a caller may hold them all (pair_rpc_records): the run's record budget
             yield lineno, record
 
 
@@ -782,7 +784,7 @@ def _debug_bodies(files: RunFiles, rel: str, reading: _Reading) -> Iterator[Any]
     timestamped line); a body that is not JSON, or too large, is counted and skipped."""
     body: list[bytes] | None = None
     size = 0
-    for raw in [*files.iter_lines(rel), b"0000-00-00T end"]:
+    for raw in chain(files.iter_lines(rel), [b"0000-00-00T end"]):  # streamed: the log is never held whole
         if body is not None and _LOG_LINE_START.match(raw):
             if size <= MAX_DEBUG_BODY:
                 try:
@@ -876,12 +878,11 @@ def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None,
     )
 
 
-def session_evidence(session: Session, data: bytes) -> RunEvidence:
+def session_evidence(session: Session, unified: RunFiles | None = None) -> RunEvidence:
     """The observed layer's view of one session file: its calls and token totals, how it ended
-    where the file says so, and for a unified session everything a run folder's copy gives."""
-    base = RunEvidence()
-    if session.kind == "aw-session":  # the file is what a run's usage/aw_session.jsonl is
-        base = read_evidence(memory_run_files({SESSION_FILES[0]: data}, session.source))
+    where the file says so, and for a unified session (``unified``: the file as a run's
+    ``usage/aw_session.jsonl``) everything a run folder's copy gives."""
+    base = RunEvidence() if unified is None else read_evidence(unified)
     conclusions = base.conclusions
     if not conclusions and session.status is not None:
         conclusions = (ConclusionSource(session.kind, session.source, session.status,

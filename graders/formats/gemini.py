@@ -96,10 +96,10 @@ def chat_record(o: dict[str, Any]) -> bool:
 
 def _chat_records(source: Source, session: Session) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(metadata, messages) of a recording: last record of each message id wins, first-seen order."""
-    body = source.data.lstrip()
-    if body.startswith(b"{") and b"\n{" not in body[:4096]:
+    head = source.head(4096).lstrip()
+    if head.startswith(b"{") and b"\n{" not in head:  # one JSON document, not JSON lines
         try:
-            whole = json.loads(body)
+            whole = json.loads(source.read())
         except (ValueError, RecursionError):
             whole = None
         if isinstance(whole, dict) and isinstance(whole.get("messages"), list):

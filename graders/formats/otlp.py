@@ -129,7 +129,7 @@ def _document_spans(doc: dict[str, Any]) -> list[Span]:
 
 
 def parse_spans(source: Source) -> list[Span]:
-    text_ = source.data.decode("utf-8", errors="replace")
+    text_ = source.read().decode("utf-8", errors="replace")
     try:
         whole = json.loads(text_)
     except (ValueError, RecursionError):

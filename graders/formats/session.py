@@ -12,9 +12,10 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from graders.formats.ghaw.trace import run_from_ghaw_trace
 from graders.formats.model import Run, Step
@@ -31,19 +32,88 @@ class FormatError(ValueError):
     """A file its format's reader cannot read; the message names the file and the problem."""
 
 
+class Stream(Protocol):
+    """A file read as it is used, not held whole (``fleetgrade run``'s session files: a run may
+    read 1 GiB, and holding it all was most of the job's peak memory; docs/hostile-input.md)."""
+
+    def head(self, size: int) -> bytes:
+        """The file's first ``size`` bytes (what a sniffer sees)."""
+
+    def lines(self) -> Iterator[bytes]:
+        """The file's lines split on ``\\n``, without it, read block by block."""
+
+    def read(self) -> bytes:
+        """The whole file (a JSON document format)."""
+
+
 @dataclass
 class Source:
-    """One input file: its name (as shown in messages), bytes, and the files it names
-    (``related``: path relative to the file's folder → bytes, e.g. Claude Code subagent files).
-    A folder format (gh-aw) gets its folder as ``files`` instead."""
+    """One input file: its name (as shown in messages), its bytes or a :class:`Stream` of them,
+    and the files it names (``related``: path relative to the file's folder → bytes or stream,
+    e.g. Claude Code subagent files). A folder format (gh-aw) gets its folder as ``files``
+    instead. Readers use :meth:`head`, :meth:`lines` and :meth:`read`, never ``data`` itself."""
 
     name: str
-    data: bytes = b""
-    related: Mapping[str, bytes] = field(default_factory=dict)
+    data: bytes | Stream = b""
+    related: Mapping[str, bytes | Stream] = field(default_factory=dict)
     files: RunFiles | None = None
     # An engine's stdout (a gh-aw run's ``agent-stdio.log``): its JSON records are mixed with the
     # container's own lines, which are skipped without a warning each.
     chatter: bool = False
+
+    def head(self, size: int) -> bytes:
+        return self.data[:size] if isinstance(self.data, bytes) else self.data.head(size)
+
+    def lines(self) -> Iterator[bytes]:
+        if isinstance(self.data, bytes):
+            return iter(self.data.split(b"\n"))
+        return self.data.lines()
+
+    def read(self) -> bytes:
+        return self.data if isinstance(self.data, bytes) else self.data.read()
+
+
+class FileStream:
+    """A session file read as its reader asks (``graders.formats.session.Stream``), never held
+    whole: its lines block by block under the run's read budget (``RunFiles.iter_line_batches``,
+    which also takes its digest), its head for sniffing."""
+
+    def __init__(self, files: RunFiles, rel: str) -> None:
+        self.files, self.rel = files, rel
+        self._head = b""
+
+    def head(self, size: int) -> bytes:
+        # Not charged to the budget: the same bytes are, when the file is read.
+        if len(self._head) < size:
+            with self.files.open(self.rel) as fh:
+                self._head = fh.read(size)
+        return self._head[:size]
+
+    def lines(self) -> Iterator[bytes]:
+        for batch in self.files.iter_line_batches(self.rel):
+            yield from batch
+
+    def read(self) -> bytes:
+        return self.files.read(self.rel)
+
+    def digest(self) -> tuple[int, str]:
+        """(bytes, SHA-256) of the file; read through now if its reader did not read it all."""
+        if self.rel not in self.files.file_digests:
+            for _ in self.files.iter_line_batches(self.rel):
+                pass
+        return self.files.read_sizes[self.rel], self.files.file_digests[self.rel]
+
+
+# Called once per record a reader keeps (a call, a usage record) while ``fleetgrade run`` reads a
+# file (``prepare_sessions``): a run's budget counts records as well as bytes, as a few bytes of
+# input can make a record of hundreds (graders/runs/runfiles.MAX_RUN_RECORDS).
+ON_RECORD: ContextVar[Callable[[], None] | None] = ContextVar("on_record", default=None)
+
+
+def _kept() -> None:
+    on_record = ON_RECORD.get()
+    if on_record is not None:
+        on_record()
 
 
 @dataclass(slots=True)
@@ -60,6 +130,9 @@ class Call:
     agent: str | None = None  # the subagent that made the call; None for the main agent
     error: str | None = None
     server: str | None = None  # the MCP server it went to, where the log names one
+
+    def __post_init__(self) -> None:
+        _kept()
 
 
 @dataclass(frozen=True)
@@ -96,6 +169,9 @@ class Usage:
     purpose: str | None = None
     agent: str | None = None
     requests: int = 1  # an aggregate record (Copilot ``session.shutdown``) stands for several
+
+    def __post_init__(self) -> None:
+        _kept()
 
 
 @dataclass
@@ -343,24 +419,28 @@ def merge_gateway(calls: list[Call], gateway: list[Call]) -> list[Call]:
 
 def json_lines(source: Source, warnings: list[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) of every JSON-object line; other lines are skipped with a warning
-    (an engine's stdout, ``source.chatter``: its non-JSON lines are skipped silently)."""
-    text = source.data.decode("utf-8", errors="replace")
-    for lineno, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        if source.chatter and not line.startswith("{"):
-            continue
-        try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError):
-            if warnings is not None and not source.chatter:
-                warnings.append(f"{source.name}:{lineno}: skipped: not valid JSON")
-            continue
-        if isinstance(obj, dict):
-            yield lineno, obj
-        elif warnings is not None and not source.chatter:
-            warnings.append(f"{source.name}:{lineno}: skipped: not a JSON object")
+    (an engine's stdout, ``source.chatter``: its non-JSON lines are skipped silently).
+
+    Lines are numbered as ``str.splitlines`` numbers the decoded file (a ``\\r`` or ``\\x85``
+    ends a line too), one ``\\n``-line at a time, so the file is never decoded whole."""
+    lineno = 0
+    chatter = source.chatter
+    for raw in source.lines():
+        for line in raw.decode("utf-8", errors="replace").splitlines() or [""]:
+            lineno += 1
+            line = line.strip()
+            if not line or (chatter and not line.startswith("{")):
+                continue
+            try:
+                obj = json.loads(line)
+            except (ValueError, RecursionError):
+                if warnings is not None and not chatter:
+                    warnings.append(f"{source.name}:{lineno}: skipped: not valid JSON")
+                continue
+            if isinstance(obj, dict):
+                yield lineno, obj
+            elif warnings is not None and not chatter:
+                warnings.append(f"{source.name}:{lineno}: skipped: not a JSON object")
 
 
 @functools.lru_cache(maxsize=4)
