@@ -93,9 +93,9 @@ def verdict_row(prep: PreparedRun, cfg: TraceConfig) -> dict[str, Any]:
     conclusion = prep.evidence.conclusion if prep.evidence is not None else None
     run = prep.steps_run or run_from_ghaw_trace(
         prep.trace, task_key(prep.aw_info, m.workflow), m.run_id, conclusion)
-    if prep.steps_run is None and prep.evidence is not None and prep.evidence.calls_replace_trace:
+    if prep.steps_run is None and prep.evidence is not None and prep.evidence.step_calls:
         # The engine's own calls, which the trace (gh-aw's preprocessing) does not read.
-        run.steps = steps_of(prep.evidence.calls)
+        run.steps = steps_of(prep.evidence.step_calls)
     report = grade_trace_rules(run, cfg)
     return {
         "workflow": m.workflow,

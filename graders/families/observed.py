@@ -116,24 +116,18 @@ def mcp_tool_success_rate(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
 
 
 def _calls_details(ev: RunEvidence) -> dict[str, Any]:
-    calls = ev.calls
-    errors = [c for c in calls if c.ok is False]
-    by_tool: dict[str, dict[str, int]] = {}
-    for c in calls:
-        t = by_tool.setdefault(c.name or "?", {"calls": 0, "errors": 0})
-        t["calls"] += 1
-        t["errors"] += c.ok is False
+    n = ev.call_counts
     return {
         "source": ev.calls_source,
         "gateway": ev.gateway_file,
-        "calls": len(calls),
-        "errors": len(errors),
-        "unanswered": sum(c.ok is None for c in calls),
-        "native": ev.native_calls,
-        "mcp_only": len(calls) - ev.native_calls,
-        "by_tool": dict(sorted(by_tool.items())[:LISTED]),
-        "listed": [{"tool": c.name, "server": c.server, "agent": c.agent, "call_id": c.call_id, "error": c.error}
-                   for c in errors[:LISTED]],
+        "calls": n.calls,
+        "errors": n.errors,
+        "unanswered": n.unanswered,
+        "native": n.native,
+        "mcp_only": n.calls - n.native,
+        "by_tool": {tool: {"calls": calls, "errors": errors} for tool, calls, errors in n.by_tool},
+        "listed": [{"tool": tool, "server": server, "agent": agent, "call_id": cid, "error": error}
+                   for tool, server, agent, cid, error in n.listed],
     }
 
 

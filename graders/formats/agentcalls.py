@@ -17,7 +17,7 @@ Then the MCP gateway's calls no agent record accounts for are added (``session.m
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -60,13 +60,51 @@ class _McpCall(Protocol):
     def error(self) -> str: ...
 
 
+LISTED: Final = 20  # errors (and tools) a summary lists
+
+
+@dataclass(frozen=True)
+class CallCounts:
+    """What the tool-call graders read of a run's calls (a summary: a run's evidence holds no call,
+    so a run of a million gateway calls holds none of them twice)."""
+
+    calls: int = 0
+    errors: int = 0
+    unanswered: int = 0
+    native: int = 0  # the agent's own records; the rest the MCP gateway's only
+    by_tool: tuple[tuple[str, int, int], ...] = ()  # (tool, calls, errors), the first LISTED tools by name
+    listed: tuple[tuple[str, str | None, str | None, str | None, str | None], ...] = ()  # the first LISTED errors:
+    # (tool, server, agent, call id, error)
+
+
+def count_calls(calls: Iterable[Call], native: int) -> CallCounts:
+    """The summary of calls, read once (``calls`` may be a generator)."""
+    n = errors = unanswered = 0
+    by_tool: dict[str, list[int]] = {}
+    listed: list[tuple[str, str | None, str | None, str | None, str | None]] = []
+    for c in calls:
+        n += 1
+        tool = by_tool.setdefault(c.name or "?", [0, 0])
+        tool[0] += 1
+        if c.ok is False:
+            errors += 1
+            tool[1] += 1
+            if len(listed) < LISTED:
+                listed.append((c.name, c.server, c.agent, c.call_id, c.error))
+        elif c.ok is None:
+            unanswered += 1
+    return CallCounts(n, errors, unanswered, native, tuple((t, v[0], v[1]) for t, v in sorted(by_tool.items())[:LISTED]),
+                      tuple(listed))
+
+
 @dataclass
 class RunCalls:
-    """The run's calls and where they came from."""
+    """The run's calls (a summary) and where they came from."""
 
     source: str | None = None  # the file (and format) of the agent's calls; None: no agent log
-    calls: list[Call] = field(default_factory=list)
-    native: int = 0  # how many are the agent's own records (the rest are the gateway's only)
+    counts: CallCounts = field(default_factory=CallCounts)
+    # The calls themselves, kept only when the trace rules read them (``replaces_trace``).
+    steps: list[Call] = field(default_factory=list)
     gateway: str | None = None  # the gateway log merged in
     tokens: TokenTotals | None = None  # the engine log's totals, where it reports them
     warnings: list[str] = field(default_factory=list)
@@ -108,12 +146,7 @@ def _native_log(files: RunFiles, engine: str | None, out: RunCalls) -> list[Call
                 continue
             calls = [c for s in sessions for c in s.calls]
             out.source = f"{rel} ({fmt.kind})"
-            totals = [s.tokens for s in sessions if s.tokens is not None]
-            if totals:
-                first = totals[0]
-                out.tokens = TokenTotals(sum(t.input for t in totals), sum(t.output for t in totals),
-                                         sum(t.cache_read for t in totals), sum(t.cache_write for t in totals),
-                                         first.input_includes_cache, first.source)
+            out.tokens = TokenTotals.add([s.tokens for s in sessions if s.tokens is not None])
             for s in sessions:
                 out.warnings.extend(s.warnings)
             return calls
@@ -157,17 +190,18 @@ def calls_of_events(native: Sequence[Any]) -> list[Call]:
 
 
 def _gateway(mcp_calls: Sequence[_McpCall], mcp_file: str | None, trace: Mapping[str, Any],
-             out: RunCalls) -> list[Call]:
+             out: RunCalls) -> Iterator[Call]:
+    """The gateway's calls, made one by one (a run may hold very many)."""
     if mcp_file is not None:
         out.gateway = mcp_file
-        return [Call(c.tool, {}, None if c.outcome == "unanswered" else c.outcome == "ok", "", None, None,
-                     c.error or None, c.server) for c in mcp_calls if c.method == "tools/call"]
-    gateway = [c for c in trace.get("toolCalls") or () if isinstance(c, dict) and c.get("source") != "agent"]
-    if gateway:
+        return (Call(c.tool, {}, None if c.outcome == "unanswered" else c.outcome == "ok", "", None, None,
+                     c.error or None, c.server) for c in mcp_calls if c.method == "tools/call")
+    gateway = (c for c in trace.get("toolCalls") or () if isinstance(c, dict) and c.get("source") != "agent")
+    if any(isinstance(c, dict) and c.get("source") != "agent" for c in trace.get("toolCalls") or ()):
         out.gateway = "the MCP gateway log"
-    return [Call(str(c.get("tool_name") or c.get("tool") or c.get("name") or ""), {}, not is_tool_failure(c), "",
+    return (Call(str(c.get("tool_name") or c.get("tool") or c.get("name") or ""), {}, not is_tool_failure(c), "",
                  None, None, "failed" if is_tool_failure(c) else None, text(c.get("mcpServerName")))
-            for c in gateway]
+            for c in gateway)
 
 
 def run_calls(files: RunFiles, aw_info: Mapping[str, Any] | None, trace: Mapping[str, Any],
@@ -184,10 +218,14 @@ def run_calls(files: RunFiles, aw_info: Mapping[str, Any] | None, trace: Mapping
         if isinstance(native, list) and native:
             agent = calls_of_events(native)
             out.source = EVENTS
-    gateway = _gateway(mcp_calls, mcp_file, trace, out)
-    if not gateway and unified_gateway:  # the folder has no gateway log: the unified session's view
+    gateway: Iterable[Call] = _gateway(mcp_calls, mcp_file, trace, out)
+    if out.gateway is None and unified_gateway:  # the folder has no gateway log: the unified session's view
         gateway, out.gateway = unified_gateway, "usage/aw_session.jsonl (mcp.*)"
-    agent = agent or []
-    out.native = len(agent)
-    out.calls = merge_gateway(agent, gateway)
+    if not agent:  # the gateway's calls alone: counted as they are made, never held
+        out.counts = count_calls(gateway, 0)
+        return out
+    merged = merge_gateway(agent, list(gateway))
+    out.counts = count_calls(merged, len(agent))
+    if out.replaces_trace:
+        out.steps = merged
     return out

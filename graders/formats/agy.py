@@ -11,11 +11,11 @@ from typing import Any
 
 from graders.formats.session import (
     CallBook,
+    LineFormat,
     Session,
     Source,
     TokenTotals,
     Usage,
-    any_record,
     as_dict,
     count,
     error_text,
@@ -73,21 +73,13 @@ def read_session(source: Source) -> list[Session]:
                 s.tokens = TokenTotals(count(u.get("input_tokens")), count(u.get("output_tokens")),
                                        count(u.get("cache_read_tokens")), 0, None, "result.usage")
     s.calls = book.calls
-    if s.tokens is None and s.usage:
-        u2 = s.usage
-        s.tokens = TokenTotals(sum(x.input for x in u2), sum(x.output for x in u2), sum(x.cache_read for x in u2),
-                               0, None, "sum of step_update usage")
+    s.tokens = s.tokens or TokenTotals.of_usage(s.usage, None, "sum of step_update usage")
     return [s]
 
 
 @input_format(KIND)
-class Agy:
+class Agy(LineFormat):
     kind = KIND
-    folder = False
     engines = ("agy",)
-
-    def sniff(self, name: str, head: bytes) -> bool:
-        return name.endswith((".jsonl", ".log", ".ndjson")) and any_record(head, agy_record)
-
-    def read(self, source: Source) -> list[Session]:
-        return read_session(source)
+    signature = staticmethod(agy_record)
+    reader = staticmethod(read_session)

@@ -15,11 +15,11 @@ from typing import Any
 from graders.formats.claude_code import result_text
 from graders.formats.session import (
     CallBook,
+    LineFormat,
     Session,
     Source,
     TokenTotals,
     Usage,
-    any_record,
     as_dict,
     count,
     json_lines,
@@ -102,10 +102,7 @@ class _Run:
         if not self.result:
             s.warnings.append(f"{s.source}: run {self.index} has no result record: it was cut off before "
                               "it ended; its calls are read as far as they go")
-        if s.tokens is None and s.usage:
-            s.tokens = TokenTotals(sum(u.input for u in s.usage), sum(u.output for u in s.usage),
-                                   sum(u.cache_read for u in s.usage), sum(u.cache_write for u in s.usage),
-                                   False, "assistant message usage")
+        s.tokens = s.tokens or TokenTotals.of_usage(s.usage, False, "assistant message usage")
         return s
 
 
@@ -146,13 +143,8 @@ def read_runs(source: Source) -> list[Session]:
 
 
 @input_format(KIND)
-class ClaudeStream:
+class ClaudeStream(LineFormat):
     kind = KIND
-    folder = False
-    engines = ("claude",)  # the gh-aw engines whose stdout this is
-
-    def sniff(self, name: str, head: bytes) -> bool:
-        return name.endswith((".jsonl", ".log", ".ndjson")) and any_record(head, stream_record)
-
-    def read(self, source: Source) -> list[Session]:
-        return read_runs(source)
+    engines = ("claude",)
+    signature = staticmethod(stream_record)
+    reader = staticmethod(read_runs)

@@ -23,11 +23,11 @@ from typing import Any
 
 from graders.formats.session import (
     CallBook,
+    LineFormat,
     Session,
     Source,
     TokenTotals,
     Usage,
-    any_record,
     as_dict,
     count,
     error_text,
@@ -163,10 +163,7 @@ def read_exec(source: Source) -> list[Session]:
                     book.finish(call.call_id, why is None, why, out if isinstance(out, str) else "")
     session.calls = book.calls
     session.usage = usage
-    if usage:
-        session.tokens = TokenTotals(sum(u.input + u.cache_read for u in usage), sum(u.output for u in usage),
-                                     sum(u.cache_read for u in usage), sum(u.cache_write for u in usage), True,
-                                     "sum of turn.completed usage")
+    session.tokens = TokenTotals.of_usage(usage, True, "sum of turn.completed usage")
     if errors:
         session.delivered = False
         session.status = "failed"
@@ -303,25 +300,16 @@ def read_rollout(source: Source) -> list[Session]:
 
 
 @input_format(EXEC)
-class CodexExec:
+class CodexExec(LineFormat):
     kind = EXEC
-    folder = False
     engines = ("codex",)
-
-    def sniff(self, name: str, head: bytes) -> bool:
-        return name.endswith((".jsonl", ".log", ".ndjson")) and any_record(head, exec_record)
-
-    def read(self, source: Source) -> list[Session]:
-        return read_exec(source)
+    signature = staticmethod(exec_record)
+    reader = staticmethod(read_exec)
 
 
 @input_format(ROLLOUT)
-class CodexRollout:
+class CodexRollout(LineFormat):
     kind = ROLLOUT
-    folder = False
-
-    def sniff(self, name: str, head: bytes) -> bool:
-        return name.endswith(".jsonl") and any_record(head, rollout_record)
-
-    def read(self, source: Source) -> list[Session]:
-        return read_rollout(source)
+    suffixes = (".jsonl",)
+    signature = staticmethod(rollout_record)
+    reader = staticmethod(read_rollout)

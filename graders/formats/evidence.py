@@ -33,7 +33,7 @@ from typing import Annotated, Any, Final, Literal, NamedTuple
 
 import msgspec
 
-from graders.formats.agentcalls import run_calls
+from graders.formats.agentcalls import CallCounts, count_calls, run_calls
 from graders.formats.session import Call, Session, TokenTotals
 from graders.jsrt.jsonio import MAX_LINE_LENGTH, JsonError, LineBatch, parse_json
 from graders.jsrt.lazylist import positions
@@ -179,15 +179,14 @@ class RunEvidence:
     # (path, lines skipped) for every file that had unreadable lines or records.
     malformed: tuple[tuple[str, int], ...] = ()
     warnings: tuple[str, ...] = ()
-    # The run's tool calls, one meaning across engines (docs/formats.md §8.3): the agent's own
-    # (``native`` of them, read from ``calls_source``), then the MCP gateway's it lacks.
-    calls: tuple[Call, ...] = ()
+    # The run's tool calls, one meaning across engines (docs/formats.md §8.3), summed up: the
+    # agent's own (read from ``calls_source``), then the MCP gateway's it lacks (``gateway_file``).
+    call_counts: CallCounts = field(default_factory=CallCounts)
     calls_source: str | None = None  # None with no call source: the tool-call graders are unavailable
-    native_calls: int = 0
     gateway_file: str | None = None
-    # Whether the trace rules read ``calls`` instead of the trace's (they came from a log gh-aw's
-    # preprocessing does not read: the unified session, the engine's own stdout).
-    calls_replace_trace: bool = False
+    # The calls themselves when the trace rules read them instead of the trace's (they came from a
+    # log gh-aw's preprocessing does not read: the unified session, the engine's stdout); else ().
+    step_calls: tuple[Call, ...] = ()
     engine_tokens: TokenTotals | None = None  # the run's totals as the engine's log reports them
 
     @functools.cached_property
@@ -869,11 +868,10 @@ def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None,
         archived_results=archived,
         malformed=tuple(sorted(reading.malformed.items())),
         warnings=tuple(reading.warnings),
-        calls=tuple(found.calls),
-        calls_source=found.source or (found.gateway if found.calls or found.gateway else None),
-        native_calls=found.native,
+        call_counts=found.counts,
+        calls_source=found.source or found.gateway,
         gateway_file=found.gateway,
-        calls_replace_trace=found.replaces_trace,
+        step_calls=tuple(found.steps),
         engine_tokens=found.tokens,
     )
 
@@ -889,6 +887,6 @@ def session_evidence(session: Session, unified: RunFiles | None = None) -> RunEv
                                         "success" if session.delivered else "failure"),)
     elif not conclusions and not session.delivered:
         conclusions = (ConclusionSource(session.kind, session.source, "failed", "failure"),)
-    return dataclasses.replace(base, conclusions=conclusions, calls=tuple(session.calls),
-                               calls_source=session.source, native_calls=len(session.calls),
+    return dataclasses.replace(base, conclusions=conclusions, call_counts=count_calls(session.calls, len(session.calls)),
+                               calls_source=session.source, gateway_file=None, step_calls=(),
                                engine_tokens=session.tokens, warnings=())

@@ -19,11 +19,11 @@ from typing import Any
 from graders.formats.session import (
     CallBook,
     FormatError,
+    LineFormat,
     Session,
     Source,
     TokenTotals,
     Usage,
-    any_record,
     as_dict,
     count,
     error_text,
@@ -155,36 +155,27 @@ def read_chat(source: Source) -> list[Session]:
             session.usage.append(Usage(model if isinstance(model, str) else None, max(0, inp - cached),
                                        count(tokens.get("output")), cached))
     session.calls = book.calls
-    if session.usage:
-        u = session.usage
-        session.tokens = TokenTotals(sum(x.input + x.cache_read for x in u), sum(x.output for x in u),
-                                     sum(x.cache_read for x in u), 0, True, "sum of gemini message tokens")
+    session.tokens = TokenTotals.of_usage(session.usage, True, "sum of gemini message tokens")
     return [session]
 
 
 @input_format(STREAM)
-class GeminiStream:
+class GeminiStream(LineFormat):
     kind = STREAM
-    folder = False
     engines = ("gemini",)
-
-    def sniff(self, name: str, head: bytes) -> bool:
-        return name.endswith((".jsonl", ".log", ".ndjson")) and any_record(head, stream_record)
-
-    def read(self, source: Source) -> list[Session]:
-        return read_stream(source)
+    signature = staticmethod(stream_record)
+    reader = staticmethod(read_stream)
 
 
 @input_format(CHAT)
-class GeminiChat:
+class GeminiChat(LineFormat):
     kind = CHAT
-    folder = False
+    suffixes = (".jsonl",)
+    signature = staticmethod(chat_record)
+    reader = staticmethod(read_chat)
 
     def sniff(self, name: str, head: bytes) -> bool:
-        if name.endswith(".json"):
+        if name.endswith(".json"):  # one JSON object: its opening keys say what it is
             start = head[:4096]
             return head.lstrip().startswith(b"{") and b'"sessionId"' in start and b'"projectHash"' in start
-        return name.endswith(".jsonl") and any_record(head, chat_record)
-
-    def read(self, source: Source) -> list[Session]:
-        return read_chat(source)
+        return super().sniff(name, head)

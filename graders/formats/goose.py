@@ -14,11 +14,11 @@ from typing import Any
 from graders.formats.claude_code import result_text
 from graders.formats.session import (
     CallBook,
+    LineFormat,
     Session,
     Source,
     TokenTotals,
     Usage,
-    any_record,
     as_dict,
     count,
     error_text,
@@ -89,13 +89,8 @@ def read_session(source: Source) -> list[Session]:
 
 
 @input_format(KIND)
-class Goose:
+class Goose(LineFormat):
     kind = KIND
-    folder = False
     engines = ("goose",)
-
-    def sniff(self, name: str, head: bytes) -> bool:
-        return name.endswith((".jsonl", ".log", ".ndjson")) and any_record(head, goose_record)
-
-    def read(self, source: Source) -> list[Session]:
-        return read_session(source)
+    signature = staticmethod(goose_record)
+    reader = staticmethod(read_session)

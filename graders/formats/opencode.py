@@ -12,11 +12,11 @@ from typing import Any
 
 from graders.formats.session import (
     CallBook,
+    LineFormat,
     Session,
     Source,
     TokenTotals,
     Usage,
-    any_record,
     as_dict,
     count,
     error_text,
@@ -74,21 +74,13 @@ def read_session(source: Source) -> list[Session]:
             s.delivered = False
             s.status = "error"
     s.calls = book.calls
-    if s.usage:
-        u = s.usage
-        s.tokens = TokenTotals(sum(x.input for x in u), sum(x.output for x in u), sum(x.cache_read for x in u),
-                               sum(x.cache_write for x in u), False, "sum of step_finish tokens")
+    s.tokens = TokenTotals.of_usage(s.usage, False, "sum of step_finish tokens")
     return [s]
 
 
 @input_format(KIND)
-class OpenCode:
+class OpenCode(LineFormat):
     kind = KIND
-    folder = False
     engines = ("opencode",)
-
-    def sniff(self, name: str, head: bytes) -> bool:
-        return name.endswith((".jsonl", ".log", ".ndjson")) and any_record(head, opencode_record)
-
-    def read(self, source: Source) -> list[Session]:
-        return read_session(source)
+    signature = staticmethod(opencode_record)
+    reader = staticmethod(read_session)

@@ -18,11 +18,11 @@ from typing import Any
 from graders.formats.claude_code import result_text
 from graders.formats.session import (
     CallBook,
+    LineFormat,
     Session,
     Source,
     TokenTotals,
     Usage,
-    any_record,
     as_dict,
     count,
     json_lines,
@@ -109,21 +109,13 @@ def read_session(source: Source) -> list[Session]:
         elif kind not in _STREAM and kind not in _ENTRIES:
             s.skip(o.get("type"))
     s.calls = r.book.calls
-    if s.usage:
-        u = s.usage
-        s.tokens = TokenTotals(sum(x.input for x in u), sum(x.output for x in u), sum(x.cache_read for x in u),
-                               sum(x.cache_write for x in u), False, "finalized assistant message usage")
+    s.tokens = TokenTotals.of_usage(s.usage, False, "finalized assistant message usage")
     return [s]
 
 
 @input_format(KIND)
-class Pi:
+class Pi(LineFormat):
     kind = KIND
-    folder = False
     engines = ("pi",)
-
-    def sniff(self, name: str, head: bytes) -> bool:
-        return name.endswith((".jsonl", ".log", ".ndjson")) and any_record(head, pi_record)
-
-    def read(self, source: Source) -> list[Session]:
-        return read_session(source)
+    signature = staticmethod(pi_record)
+    reader = staticmethod(read_session)

@@ -11,7 +11,7 @@ import functools
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -154,6 +154,24 @@ class TokenTotals:
         return {"input": self.input, "output": self.output, "cache_read": self.cache_read,
                 "cache_write": self.cache_write, "input_includes_cache": self.input_includes_cache,
                 "source": self.source}
+
+    @classmethod
+    def of_usage(cls, usage: Sequence[Usage], includes_cache: bool | None, source: str) -> TokenTotals | None:
+        """The totals of usage records (whose ``input`` is without the cache), ``input`` counted as
+        the log counts it: with the cache reads when ``includes_cache``; None without records."""
+        if not usage:
+            return None
+        read = sum(u.cache_read for u in usage)
+        return cls(sum(u.input for u in usage) + (read if includes_cache else 0), sum(u.output for u in usage),
+                   read, sum(u.cache_write for u in usage), includes_cache, source)
+
+    @classmethod
+    def add(cls, totals: Sequence[TokenTotals]) -> TokenTotals | None:
+        """Totals of several runs of one log (counted alike: the first one's meaning and source)."""
+        if not totals:
+            return None
+        return cls(sum(t.input for t in totals), sum(t.output for t in totals), sum(t.cache_read for t in totals),
+                   sum(t.cache_write for t in totals), totals[0].input_includes_cache, totals[0].source)
 
 
 @dataclass(slots=True)
@@ -465,6 +483,30 @@ def head_records(head: bytes) -> tuple[dict[str, Any], ...]:
 def any_record(head: bytes, signature: Callable[[dict[str, Any]], bool]) -> bool:
     """Whether a record of the file's head has ``signature`` (which must never raise)."""
     return any(signature(o) for o in head_records(head))
+
+
+class LineFormat:
+    """A JSON-lines format recognised by a record of its ``signature`` anywhere in the file's head
+    (the readers of issue 41 share it: a subclass names its kind, signature and reader)."""
+
+    kind = ""
+    folder = False
+    engines: tuple[str, ...] = ()  # the gh-aw ``engine_id``s whose stdout (``agent-stdio.log``) this is
+    suffixes: tuple[str, ...] = (".jsonl", ".log", ".ndjson")
+
+    @staticmethod
+    def signature(record: dict[str, Any], /) -> bool:
+        return False
+
+    @staticmethod
+    def reader(source: Source, /) -> list[Session]:
+        raise FormatError(f"{source.name}: no reader")
+
+    def sniff(self, name: str, head: bytes) -> bool:
+        return name.endswith(self.suffixes) and any_record(head, self.signature)
+
+    def read(self, source: Source) -> list[Session]:
+        return self.reader(source)
 
 
 def first_object(head: bytes) -> dict[str, Any] | None:

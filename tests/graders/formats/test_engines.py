@@ -234,18 +234,22 @@ def test_a_claude_run_folder_counts_stdout_and_gateway_calls_once() -> None:
     files = memory_run_files({"aw_info.json": json.dumps({"engine_id": "claude"}).encode(),
                               "agent-stdio.log": stdout, "mcp-logs/rpc-messages.jsonl": RPC})
     ev = read_evidence(files, {"engine_id": "claude"}, None, {"toolCalls": [], "nativeToolCalls": []})
-    assert ev.calls_source == "agent-stdio.log (claude-stream-json)" and ev.calls_replace_trace
+    assert ev.calls_source == "agent-stdio.log (claude-stream-json)"
     # t1 is the gateway's github get_issue (one call, failed: the gateway saw isError); the
-    # safeoutputs noop only the gateway saw (never answered).
-    assert [(c.name, c.ok) for c in ev.calls] == [("mcp__github__get_issue", False), ("Bash", True), ("noop", None)]
-    assert (ev.native_calls, ev.gateway_file) == (2, "mcp-logs/rpc-messages.jsonl")
+    # safeoutputs noop only the gateway saw (never answered). The trace rules read them all.
+    assert [(c.name, c.ok) for c in ev.step_calls] == [("mcp__github__get_issue", False), ("Bash", True),
+                                                       ("noop", None)]
+    n = ev.call_counts
+    assert (n.calls, n.errors, n.unanswered, n.native) == (3, 1, 1, 2)
+    assert n.listed == (("mcp__github__get_issue", "github", None, "t1", "403"),)
+    assert ev.gateway_file == "mcp-logs/rpc-messages.jsonl"
 
 
 def test_a_run_prefers_its_unified_session_over_the_engine_log() -> None:
     unified = (REAL / "aw_session/ghaw-pi-claude-two-subagents/aw_session.jsonl").read_bytes()
     files = memory_run_files({"usage/aw_session.jsonl": unified, "agent-stdio.log": lines(_init("a"), _use("a", "t"))})
     ev = read_evidence(files, {"engine_id": "claude"}, None, {})
-    assert ev.calls_source == "usage/aw_session.jsonl" and len(ev.calls) == 5
+    assert ev.calls_source == "usage/aw_session.jsonl" and ev.call_counts.calls == len(ev.step_calls) == 5
     assert ev.engine_tokens is not None and ev.engine_tokens.input_includes_cache is False
 
 
@@ -255,8 +259,8 @@ def test_a_copilot_run_keeps_the_trace_for_the_trace_rules() -> None:
               {"source": "agent", "name": "view", "tool": "view", "completed": False, "toolCallId": "c2"}]
     ev = read_evidence(memory_run_files({"aw_info.json": b"{}"}), {"engine_id": "copilot"}, None,
                        {"nativeToolCalls": native, "toolCalls": native})
-    assert [(c.name, c.ok) for c in ev.calls] == [("bash", False), ("view", None)]
-    assert not ev.calls_replace_trace
+    assert (ev.call_counts.calls, ev.call_counts.errors, ev.call_counts.unanswered) == (2, 1, 1)
+    assert ev.step_calls == ()  # the trace rules keep reading the trace
 
 
 def test_merge_gateway_spellings() -> None:
