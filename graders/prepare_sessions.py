@@ -22,14 +22,16 @@ from graders.formats.evidence import SESSION_FILES, session_evidence
 from graders.formats.ghaw.preprocess import PreprocessReport
 from graders.formats.session import ON_RECORD, FileStream
 from graders.prepare import PreparedRun
-from graders.runs.layout import DATE_DIR, SNIFFED_SUFFIXES, layout_hints
+from graders.runs.layout import DATE_DIR, SNIFFED_SUFFIXES, layout_hints, not_a_date_folder
 from graders.runs.runfiles import RunFiles
 from graders.runs.runmeta import (
     MAX_REPOSITORY_CHARS,
     MAX_RUN_ID_CHARS,
     MAX_WORKFLOW_CHARS,
+    RUN_DATES,
     MetadataError,
     check_name,
+    parse_attempt,
     utc_date_of,
 )
 from schemas.documents import RunMeta
@@ -64,23 +66,30 @@ def _folder_workflow(hint: str) -> str | None:
 def session_date(session: Session, hint: str, display: str, mtime: float | None) -> str:
     """The session's date: its first timestamp; else the date part of a timestamp that does not
     parse (a warning says so); else a ``YYYY-MM-DD`` folder above the file; else the file's
-    modification time (a warning says so); else none can be given (``MetadataError``)."""
+    modification time (a warning says so); else none can be given (``MetadataError``). Each within
+    the run dates fleetgrade grades."""
     if session.created_at is not None:
-        return utc_date_of(session.created_at, display)
+        return utc_date_of(session.created_at, display, "the session's first timestamp")
     if session.date_part is not None:
+        day = utc_date_of(session.date_part, display, f"the date part of the timestamp {session.bad_time!r}")
         session.warnings.append(f"{display}: timestamp {session.bad_time!r} is not ISO 8601; the session's "
-                                f"date is its date part, {session.date_part}")
-        return session.date_part
+                                f"date is its date part, {day}")
+        return day
     found = layout_hints(f"{hint}/x" if hint else "x")[2]
     if found is not None:
         return found
     bad = f" (timestamp {session.bad_time!r} is not ISO 8601)" if session.bad_time else " (no timestamp in the file)"
+    bad_folder = not_a_date_folder(f"{hint}/x")
+    if bad_folder is not None:
+        raise MetadataError(f"{display}: no date in the file{bad}, and the folder {bad_folder!r} above it is "
+                            f"not a real date (YYYY-MM-DD) within the run dates fleetgrade grades ({RUN_DATES})")
     if mtime is not None:
         try:
-            day = datetime.fromtimestamp(mtime, UTC).date().isoformat()
+            stamp = datetime.fromtimestamp(mtime, UTC).isoformat()
         except (ValueError, OverflowError, OSError):
-            day = None
-        if day is not None:
+            stamp = None
+        if stamp is not None:
+            day = utc_date_of(stamp, display, "the file's modification time")
             session.warnings.append(f"{display}: no usable date in the file{bad} and no YYYY-MM-DD folder "
                                     f"above it; the session's date is the file's modification time, {day}")
             return day
@@ -100,7 +109,7 @@ def session_meta(session: Session, file_rel: str, hint: str, display: str, mtime
     check_name(run_id, "run id", MAX_RUN_ID_CHARS, display)
     if session.repository is not None:
         check_name(session.repository, "repository", MAX_REPOSITORY_CHARS, display)
-    return RunMeta(workflow=workflow, run_id=run_id, attempt=session.attempt or 1, date=date,
+    return RunMeta(workflow=workflow, run_id=run_id, attempt=parse_attempt(session.attempt, display), date=date,
                    created_at=session.created_at, repository=session.repository,
                    metadata_source="file" if from_file else "layout", root=display)
 

@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -36,6 +35,7 @@ from graders.formats.session import (
     text,
 )
 from graders.grading.registry import input_format
+from graders.jsrt.jsonio import JsonError, parse_json
 
 EXEC = "codex-exec"
 ROLLOUT = "codex-rollout"
@@ -62,8 +62,8 @@ def output_failure(output: Any) -> str | None:
     body = output.strip()
     if body.startswith("{"):
         try:
-            doc = json.loads(body)
-        except (ValueError, RecursionError):
+            doc = parse_json(body)
+        except JsonError:
             doc = None
         if isinstance(doc, dict):
             code = as_dict(doc.get("metadata")).get("exit_code")
@@ -193,8 +193,8 @@ def rollout_record(o: dict[str, Any]) -> bool:
 def _arguments(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):
+            return parse_json(raw)
+        except JsonError:
             return {"input": raw}
     return raw
 

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from graders.formats.session import (
@@ -32,6 +31,7 @@ from graders.formats.session import (
     text,
 )
 from graders.grading.registry import input_format
+from graders.jsrt.jsonio import JsonError, parse_json
 
 STREAM = "gemini-stream-json"
 CHAT = "gemini-chat"
@@ -99,8 +99,8 @@ def _chat_records(source: Source, session: Session) -> tuple[dict[str, Any], lis
     head = source.head(4096).lstrip()
     if head.startswith(b"{") and b"\n{" not in head:  # one JSON document, not JSON lines
         try:
-            whole = json.loads(source.read())
-        except (ValueError, RecursionError):
+            whole = parse_json(source.read())
+        except JsonError:
             whole = None
         if isinstance(whole, dict) and isinstance(whole.get("messages"), list):
             return whole, [m for m in whole["messages"] if isinstance(m, dict)]

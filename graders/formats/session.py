@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from graders.formats.ghaw.trace import run_from_ghaw_trace
 from graders.formats.model import Run, Step
+from graders.jsrt.jscompat import js_stringify
+from graders.jsrt.jsonio import TOO_DEEP, JsonError, JsonTooDeep, parse_json
 
 if TYPE_CHECKING:
     from graders.runs.runfiles import RunFiles
@@ -436,8 +438,9 @@ def merge_gateway(calls: list[Call], gateway: list[Call]) -> list[Call]:
 
 
 def json_lines(source: Source, warnings: list[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) of every JSON-object line; other lines are skipped with a warning
-    (an engine's stdout, ``source.chatter``: its non-JSON lines are skipped silently).
+    """(line number, object) of every JSON-object line, as ``JSON.parse`` reads it (numbers and
+    depth: ``graders.jsrt.jsonio``); other lines are skipped with a warning (an engine's stdout,
+    ``source.chatter``: its non-JSON lines are skipped silently).
 
     Lines are numbered as ``str.splitlines`` numbers the decoded file (a ``\\r`` or ``\\x85``
     ends a line too), one ``\\n``-line at a time, so the file is never decoded whole."""
@@ -450,10 +453,11 @@ def json_lines(source: Source, warnings: list[str] | None = None) -> Iterator[tu
             if not line or (chatter and not line.startswith("{")):
                 continue
             try:
-                obj = json.loads(line)
-            except (ValueError, RecursionError):
+                obj = parse_json(line)
+            except JsonError as exc:
                 if warnings is not None and not chatter:
-                    warnings.append(f"{source.name}:{lineno}: skipped: not valid JSON")
+                    reason = TOO_DEEP if isinstance(exc, JsonTooDeep) else "not valid JSON"
+                    warnings.append(f"{source.name}:{lineno}: skipped: {reason}")
                 continue
             if isinstance(obj, dict):
                 yield lineno, obj
@@ -472,8 +476,8 @@ def head_records(head: bytes) -> tuple[dict[str, Any], ...]:
         if not raw.startswith(b"{"):
             continue
         try:
-            obj = json.loads(raw)
-        except (ValueError, RecursionError):  # the head's cut-off last line, or garbage
+            obj = parse_json(raw)
+        except (JsonError, UnicodeDecodeError):  # the head's cut-off last line, or garbage
             continue
         if isinstance(obj, dict):
             out.append(obj)
@@ -516,8 +520,8 @@ def first_object(head: bytes) -> dict[str, Any] | None:
         if not raw:
             continue
         try:
-            obj = json.loads(raw)
-        except (ValueError, RecursionError):
+            obj = parse_json(raw)
+        except JsonError:
             return None
         return obj if isinstance(obj, dict) else None
     return None
@@ -570,7 +574,15 @@ def iso_time(value: Any) -> str | None:
     return None
 
 
+def json_text(value: Any) -> str:
+    """``json.dumps`` of a parsed value, at any depth it was read to (``jsonio.MAX_DEPTH``)."""
+    try:
+        return json.dumps(value, default=str)
+    except RecursionError:
+        return js_stringify(value) or ""
+
+
 def error_text(value: Any) -> str:
     if isinstance(value, dict):
         value = value.get("message", value.get("error"))
-    return value if isinstance(value, str) else ("" if value is None else json.dumps(value, default=str))
+    return value if isinstance(value, str) else ("" if value is None else json_text(value))

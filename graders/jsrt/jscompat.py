@@ -392,7 +392,48 @@ def stable_stringify(value: Any) -> str:
         text = _orjson_text(value, True)
         if text is not None:
             return text
-    return _stable_stringify(value)
+    try:
+        return _stable_stringify(value)
+    except RecursionError:  # valid data nested deeper than the stack allows (orjson stops at 255)
+        return _stable_stringify_nested(value)
+
+
+def _sorted_keys(value: dict[str, Any]) -> list[str]:
+    keys = list(value)
+    # For ASCII keys code-point order is UTF-16 order; others need the UTF-16 sort key.
+    if all(k.isascii() for k in keys):
+        keys.sort()
+    else:
+        keys.sort(key=js_sort_key)
+    return keys
+
+
+def _stable_stringify_nested(value: Any) -> str:
+    """``_stable_stringify`` with an explicit stack instead of recursion: the same text at any depth."""
+    out: list[str] = []
+    stack: list[tuple[Iterator[tuple[str, Any]], str]] = []
+
+    def enter(prefix: str, v: Any) -> None:
+        out.append(prefix)
+        if isinstance(v, dict):
+            out.append("{")
+            stack.append((((("," if i else "") + _quote(k) + ":", v[k]) for i, k in enumerate(_sorted_keys(v))), "}"))
+        elif isinstance(v, _ARRAYS):
+            out.append("[")
+            stack.append(((("," if i else "", x) for i, x in enumerate(v)), "]"))
+        else:
+            out.append(_stable_stringify(v))  # a scalar
+
+    enter("", value)
+    while stack:
+        pending, end = stack[-1]
+        item = next(pending, None)
+        if item is None:
+            stack.pop()
+            out.append(end)
+        else:
+            enter(*item)
+    return "".join(out)
 
 
 def _stable_stringify(value: Any) -> str:
@@ -401,13 +442,7 @@ def _stable_stringify(value: Any) -> str:
     if t is str:
         return _quote(value)
     if isinstance(value, dict):
-        keys = list(value)
-        # For ASCII keys code-point order is UTF-16 order; others need the UTF-16 sort key.
-        if all(k.isascii() for k in keys):
-            keys.sort()
-        else:
-            keys.sort(key=js_sort_key)
-        return "{" + ",".join([_quote(k) + ":" + _stable_stringify(value[k]) for k in keys]) + "}"
+        return "{" + ",".join([_quote(k) + ":" + _stable_stringify(value[k]) for k in _sorted_keys(value)]) + "}"
     if t is int and -(10**21) < value < 10**21:
         return str(value)
     if value is UNDEFINED:
