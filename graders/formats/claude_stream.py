@@ -148,3 +148,8 @@ class ClaudeStream(LineFormat):
     engines = ("claude",)
     signature = staticmethod(stream_record)
     reader = staticmethod(read_runs)
+
+    def sniff(self, name: str, head: bytes) -> bool:
+        # An init line longer than the sniffed head (its tool list): its opening says what it is.
+        return super().sniff(name, head) or (name.endswith(self.suffixes) and head.lstrip().startswith(
+            b'{"type":"system","subtype":"init"') and b'"session_id"' in head)

@@ -313,3 +313,8 @@ class CodexRollout(LineFormat):
     suffixes = (".jsonl",)
     signature = staticmethod(rollout_record)
     reader = staticmethod(read_rollout)
+
+    def sniff(self, name: str, head: bytes) -> bool:
+        # A session_meta line longer than the sniffed head (its base instructions): its opening says what it is.
+        return super().sniff(name, head) or (name.endswith(self.suffixes) and head.lstrip().startswith(b"{")
+                                             and b'"type":"session_meta"' in head[:512])

@@ -287,3 +287,13 @@ def test_every_real_sample_is_claimed_by_its_format_alone() -> None:
 def test_an_unrecognised_log_is_refused_by_every_reader() -> None:
     with pytest.raises(FormatError, match="not a recognised agent session"):
         read_file(Source("build.log", b"make: *** [all] Error 2\n{\"level\": \"info\"}\n"))
+
+
+def test_a_first_line_longer_than_the_sniffed_head_still_names_its_format() -> None:
+    meta = {"timestamp": "2026-10-01T00:00:00Z", "type": "session_meta",
+            "payload": {"id": "s", "base_instructions": {"text": "x" * 70000}}}
+    rollout = json.dumps(meta, separators=(",", ":")).encode()
+    assert [f.kind for f in formats() if not f.folder and f.sniff("rollout-1.jsonl", rollout[:65536])] == ["codex-rollout"]
+    init = json.dumps({"type": "system", "subtype": "init", "session_id": "s", "tools": ["t" * 100] * 700},
+                      separators=(",", ":")).encode()
+    assert [f.kind for f in formats() if not f.folder and f.sniff("out.jsonl", init[:65536])] == ["claude-stream-json"]
