@@ -117,29 +117,27 @@ def _js_numbers(value: Any) -> Any:
         container = stack.pop()
         if type(container) is list:
             for i, v in enumerate(container):
-                t = type(v)
-                if t is int:
-                    if abs(v) > _MAX_SAFE:
-                        container[i] = _big_int(v)
-                elif t is str:
-                    container[i] = _js_str(v)
-                elif t is list or t is dict:
-                    stack.append(v)
+                container[i] = _js_value(v, stack)
             continue
         for k, v in container.items():
-            t = type(v)
-            if t is int:
-                if abs(v) > _MAX_SAFE:
-                    container[k] = _big_int(v)
-            elif t is str:
-                container[k] = _js_str(v)
-            elif t is list or t is dict:
-                stack.append(v)
+            container[k] = _js_value(v, stack)
         if not all(map(str.isascii, container)):
             items = list(container.items())
             container.clear()
             container.update((_js_str(k), v) for k, v in items)
     return root[0]
+
+
+def _js_value(v: Any, stack: list[Any]) -> Any:
+    """One value as JavaScript reads it; an array or object is left for ``stack``."""
+    t = type(v)
+    if t is int:
+        return _big_int(v) if abs(v) > _MAX_SAFE else v
+    if t is str:
+        return _js_str(v)
+    if t is list or t is dict:
+        stack.append(v)
+    return v
 
 
 def _big_int(value: int) -> float:
