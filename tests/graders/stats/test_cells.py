@@ -138,8 +138,8 @@ def test_shift(days: int) -> None:
 
 
 def test_rows_do_not_depend_on_how_many_draws_are_held_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Bootstrap and permutation draws are chunked to bound memory; a chunk of a few rows gives
-    the same draws in the same order, so the same bytes, as one chunk of all."""
+    """Permutation draws are chunked to bound memory; a chunk of a few rows gives the same draws
+    in the same order, so the same bytes, as one chunk of all."""
     import graders.stats.estimators as est
 
     rng = random.Random(7)
@@ -153,8 +153,7 @@ def test_rows_do_not_depend_on_how_many_draws_are_held_at_once(monkeypatch: pyte
     end = shift("2026-10-01", 34)
 
     def rows() -> list[dict[str, object]]:
-        return [*stats_rows("wf", "g", daily, [end], reps=301), regression_row("wf", "g", daily, end, reps=301,
-                                                                             permutations=999)]
+        return [*stats_rows("wf", "g", daily, [end]), regression_row("wf", "g", daily, end, permutations=999)]
 
     monkeypatch.setattr(est, "CHUNK", 10**9)
     whole = rows()
