@@ -122,19 +122,23 @@ def power(fleets: int, drops: tuple[float, ...] = (0.5, 1.0, 2.0)) -> list[dict[
         share = hits / fleets
         se = math.sqrt(max(share * (1 - share), 1 / fleets) / fleets)
         before = BEFORE.get((drop, fleets))
-        judged = {"ratio": share / before[0], "target": "stats-power"} if before else {}
-        out.append(row(f"power, {drop:g} SD drop at {PER_DAY} runs/day", share, "share", **judged,
-                       note=f"{hits}/{fleets} fleets; Monte Carlo SE {se:.3f}"
-                       + (f"; before: {before[0]:g}" if before else "")))
+        power_row = row(f"power, {drop:g} SD drop at {PER_DAY} runs/day", share, "share",
+                        note=f"{hits}/{fleets} fleets; Monte Carlo SE {se:.3f}"
+                        + (f"; before: {before[0]:g}" if before else ""))
+        if before:
+            power_row.update(ratio=share / before[0], target="stats-power")
+        out.append(power_row)
         if errors:
             exact = sum(e == 0 for e in errors) / len(errors)
             error = float(np.mean(errors))
-            judged = {"ratio": error / before[1] if before[1] else (1.0 if error == 0 else math.inf),
-                      "target": "stats-changepoint"} if before else {}
-            out.append(row(f"change-point date error, {drop:g} SD drop", error, "days", **judged,
-                           note=f"mean |found − planted| over {len(errors)} detections; median "
-                           f"{float(np.median(errors)):g}; exact in {100 * exact:.0f}%"
-                           + (f"; before: {before[1]:.4g}" if before else "")))
+            error_row = row(f"change-point date error, {drop:g} SD drop", error, "days",
+                            note=f"mean |found − planted| over {len(errors)} detections; median "
+                            f"{float(np.median(errors)):g}; exact in {100 * exact:.0f}%"
+                            + (f"; before: {before[1]:.4g}" if before else ""))
+            if before:
+                error_row.update(ratio=error / before[1] if before[1] else (1.0 if error == 0 else math.inf),
+                                 target="stats-changepoint")
+            out.append(error_row)
     return out
 
 
@@ -200,25 +204,63 @@ def run(quick: bool) -> list[dict[str, Any]]:
 # step making no observations), so the difference is everything the statistics add to the job:
 # their observations, combines, shuffles, reads, row computations and partition writes.
 JOB = """
-import sys
-without = sys.argv[1] == "without"
-if without:
-    import apache_beam as beam
-    import pipeline.graph as graph
-    import graders.one_run as one_run
-    import transforms.grade as grade
-
+import functools, inspect, sys, time
+mode, out = sys.argv[1], sys.argv[4]
+import apache_beam as beam
+import pipeline.graph as graph
+import transforms.combine as combine
+import transforms.grade as grade
+import transforms.stats as stats
+if mode == "without":
     class NoStats(beam.PTransform):
         def expand(self, inputs):
             none = inputs["observations"].pipeline | "NoStats" >> beam.Impulse() | beam.FlatMap(lambda _: ())
             return {"grader_stats": none, "regressions": none, "drops": none}
 
     graph.FleetStats = lambda *a, **k: NoStats()
-    for module in (one_run, grade):
-        if hasattr(module, "run_observations"):
-            module.run_observations = lambda *a, **k: []
+    grade.run_observations = lambda *a, **k: []
+spent = [0.0]
+
+def timed(f, only=lambda *a: True):
+    # The thread's CPU time inside f (a generator's too, between its yields).
+    if inspect.isgeneratorfunction(f):
+        @functools.wraps(f)
+        def gen(*a, **k):
+            if not only(*a):
+                yield from f(*a, **k)
+                return
+            t = time.thread_time()
+            it = f(*a, **k)
+            for v in it:
+                spent[0] += time.thread_time() - t
+                yield v
+                t = time.thread_time()
+            spent[0] += time.thread_time() - t
+        return gen
+    @functools.wraps(f)
+    def call(*a, **k):
+        t = time.thread_time()
+        try:
+            return f(*a, **k)
+        finally:
+            spent[0] += time.thread_time() - t
+    return call
+
+if mode == "with":
+    mine = lambda self, *a: isinstance(self.fn, (stats.SeriesCombineFn, stats.IdentsCombineFn))
+    combine.CombineInBundle.process = timed(combine.CombineInBundle.process, mine)
+    combine.CombineInBundle.finish_bundle = timed(combine.CombineInBundle.finish_bundle, mine)
+    for cls in (stats._StoredCells, stats._SeriesRows):
+        for name in ("process", "finish_bundle"):
+            if name in vars(cls):
+                setattr(cls, name, timed(getattr(cls, name)))
+    for name in ("_plan_all", "_all_regressions", "_stale_stats", "_keyed_requests"):
+        setattr(stats, name, timed(getattr(stats, name)))
+    grade.run_observations = timed(grade.run_observations)
 from pipeline.cli import main
-sys.exit(main(["run", "--input", sys.argv[2], "--output", sys.argv[3], "--log-level", "ERROR"]))
+code = main(["run", "--input", sys.argv[2], "--output", sys.argv[3], "--log-level", "ERROR"])
+open(out, "w").write(repr(spent[0]))
+sys.exit(code)
 """
 
 
@@ -234,40 +276,56 @@ def share_fleets(quick: bool) -> dict[str, Path]:
             "10k runs": small_file_fleet(11, 10_000, shapes_every=1000)}
 
 
-def job_cpu(root: Path, with_stats: bool, checkout: Path = REPO) -> float:
-    """CPU seconds (user + system) of one job on ``root`` into a fresh output, pinned to one core."""
+def job_cpu(root: Path, with_stats: bool, checkout: Path = REPO) -> tuple[float, float]:
+    """(CPU seconds, user + system, of one job on ``root`` into a fresh output, pinned to one
+    core; CPU seconds inside the statistics' own steps, by the thread's clock)."""
     out = Path(tempfile.mkdtemp(prefix="stats-share-", dir=BENCH_DIR))
     env = {**_env(), "PYTHONPATH": str(checkout)}
     try:
-        cmd = _pinned([sys.executable, "-c", JOB, "with" if with_stats else "without", str(root.resolve()), str(out.resolve() / "out")])
+        cmd = _pinned([sys.executable, "-c", JOB, "with" if with_stats else "without", str(root.resolve()),
+                       str(out.resolve() / "out"), str(out.resolve() / "spent")])
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
                               cwd=checkout)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode != 0:
             raise RuntimeError(f"the job failed on {root}: {done.stderr.strip()[-2000:]}")
-        return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        spent = float((out / "spent").read_text())
+        return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), spent
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
 
 def cpu_share(quick: bool, checkout: Path = REPO) -> list[dict[str, Any]]:
-    """Per fleet: the job's CPU with and without the statistics, alternating (each first in
-    turn, so a burst of load lands on both), best of each; the share is their difference over
-    the job's CPU."""
+    """Per fleet, two measures of what the statistics cost a job, pinned to one core:
+
+    - the job's CPU with and without the statistics (taken out: no observations, no statistics
+      steps, no ``grader_stats``/``regressions`` partitions), alternating (each first in turn, so
+      a burst of load lands on both), best of each; (with − without) / with is everything the
+      statistics add, Beam's stages for them and their partition writes included (the target);
+    - in the job with them, the CPU spent inside the statistics' own steps (observations,
+      combines, plan, reads of stored cells, series, regressions: thread CPU time around each
+      call), over that job's CPU: what the statistics code costs, the runner and sink aside.
+    """
     rows = []
+    pin = "pinned to one core" if shutil.which("taskset") else "not pinned (no taskset)"
     for label, root in share_fleets(quick).items():
         repeats = 1 if quick else (2 if "10k" in label else 3)
         best = {True: float("inf"), False: float("inf")}
+        inside = []
         for i in range(repeats):
             for with_stats in ((True, False) if i % 2 == 0 else (False, True)):
-                best[with_stats] = min(best[with_stats], job_cpu(root, with_stats, checkout))
+                cpu, spent = job_cpu(root, with_stats, checkout)
+                best[with_stats] = min(best[with_stats], cpu)
+                if with_stats:
+                    inside.append(spent / cpu)
         share = (best[True] - best[False]) / best[True]
-        pin = "pinned to one core" if shutil.which("taskset") else "not pinned (no taskset)"
         rows += [
             row(f"job CPU with / without statistics, {label} [{root.name}]", best[True], "s",
                 note=f"without: {best[False]:.2f} s; best of {repeats} each, alternating, {pin}"),
             row(f"statistics' share of the job's CPU, {label}", share, "share", baseline=best[True], ratio=share,
-                target="stats-share", note="(with − without) / with"),
+                target="stats-share", note="(with − without) / with: their steps, shuffles and partition writes"),
+            row(f"statistics' own steps / the job's CPU, {label}", min(inside), "share",
+                note=f"CPU inside the statistics' steps over the same job's; runs: {', '.join(f'{x:.3f}' for x in inside)}"),
         ]
     return rows

@@ -62,7 +62,7 @@ STATS_TABLES = ("grader_results", "trace_verdicts")
 FLUSH_VALUES = 200_000
 FLUSH_RUNS = 10_000  # runs whose identities a bundle holds before its sets go to the shuffle
 # A batch of series computed together: numpy's per-call cost is shared; memory stays bounded.
-BATCH_VALUES, BATCH_SERIES = 200_000, 512
+BATCH_VALUES, BATCH_SERIES = 50_000, 512
 LOG = logging.getLogger("fleetgrade")
 
 
@@ -227,8 +227,8 @@ class _SeriesRows(beam.DoFn):
     """Daily accumulators of one (workflow, grader) → its recomputed ``grader_stats`` rows, and
     its regression test (tagged ``tests``). A day's new and stored partial cells are merged here
     rather than by another combine: one in-memory copy of the fleet's cells fewer. Series are
-    computed in batches (:data:`BATCH_VALUES` values or :data:`BATCH_SERIES` series), so numpy's
-    per-call cost is shared by many series' cells (graders/stats/series.py)."""
+    computed in batches (:data:`BATCH_VALUES` values or :data:`BATCH_SERIES` series, ~3 MiB of
+    arrays), so numpy's per-call cost is shared by many series' cells (graders/stats/series.py)."""
 
     TESTS = "tests"
 

@@ -19,7 +19,7 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -42,8 +42,16 @@ from graders.stats.estimators import (
     wilson_interval,
 )
 
-if TYPE_CHECKING:
-    from graders.stats.cells import CellAcc
+
+class DailyCell(Protocol):
+    """What a series reads of a daily cell (graders.stats.cells.CellAcc)."""
+
+    unavailable: int
+    error: int
+    direction: str
+    unit: str
+
+    def columns(self) -> tuple[list[str], np.ndarray, np.ndarray]: ...
 
 PASS_KS = (1, 2, 3)
 QUANTILES = (0.1, 0.5, 0.9)
@@ -104,12 +112,33 @@ class Windows:
 
 # Slots are keyed (series, ordinal) as series · 2²² + ordinal: every ordinal is below 2²² (year 9999).
 _SLOT_KEY = 1 << 22
+# Pairs and values listed at once for a run of windows: ~1 MiB per int64 array of them, so a batch
+# of long histories holds a few MiB of transient arrays, not one per listed value of the batch.
+MEMBERSHIPS = 1 << 17
+
+
+def _concatenate(parts: list[Windows]) -> Windows:
+    """One :class:`Windows` of consecutive runs of windows (their group windows renumbered)."""
+    offsets = np.cumsum([0] + [len(p.n) for p in parts[:-1]])
+    fields: dict[str, Any] = {}
+    for name in Windows.__dataclass_fields__:
+        values = [getattr(p, name) for p in parts]
+        if name == "quantiles":
+            fields[name] = [np.concatenate([v[i] for v in values]) for i in range(len(QUANTILES))]
+        elif name == "pass_k":
+            fields[name] = [tuple(np.concatenate([v[i][j] for v in values]) for j in range(4))
+                            for i in range(len(PASS_KS))]
+        elif name == "group_window":
+            fields[name] = np.concatenate([v + o for v, o in zip(values, offsets, strict=True)])
+        else:
+            fields[name] = np.concatenate(values)
+    return Windows(**fields)
 
 
 class Series:
     """The daily cells of a batch of (workflow, grader) series as arrays; see the module's docstring."""
 
-    def __init__(self, dailies: Sequence[Mapping[str, CellAcc]]) -> None:
+    def __init__(self, dailies: Sequence[Mapping[str, DailyCell]]) -> None:
         dates: list[str] = []
         keys: list[int] = []
         starts = [0]
@@ -185,11 +214,25 @@ class Series:
                 int(np.searchsorted(self.slot_key, base + last, "right")))
 
     def windows(self, spans: Sequence[tuple[int, int, int]]) -> Windows:
-        """The statistics of each window (series, first ordinal, last ordinal) of ``spans``."""
+        """The statistics of each window (series, first ordinal, last ordinal) of ``spans``,
+        computed a run of windows at a time, so the arrays that list each window's pairs and
+        values (a 28-day window lists 28 days of them) stay within :data:`MEMBERSHIPS`."""
         span = np.array(spans, dtype=np.int64).reshape(-1, 3)
         a = np.searchsorted(self.slot_key, span[:, 0] * _SLOT_KEY + span[:, 1], "left")
         b = np.searchsorted(self.slot_key, span[:, 0] * _SLOT_KEY + span[:, 2], "right")
-        k = len(spans)
+        size = np.cumsum(self.value_start[b] - self.value_start[a] + self.pair_start[b] - self.pair_start[a])
+        parts, lo = [], 0
+        while lo < len(spans):
+            # At least one window a run, however large.
+            hi = max(lo + 1, int(np.searchsorted(size, (size[lo - 1] if lo else 0) + MEMBERSHIPS, "right")))
+            parts.append(self._windows(a[lo:hi], b[lo:hi]))
+            lo = hi
+        if len(parts) == 1:
+            return parts[0]
+        return _concatenate(parts)
+
+    def _windows(self, a: np.ndarray, b: np.ndarray) -> Windows:
+        k = len(a)
         va, vb = self.value_start[a], self.value_start[b]
         pa, pb = self.pair_start[a], self.pair_start[b]
         n = vb - va
@@ -292,7 +335,7 @@ class SeriesJob:
 
     workflow: str
     grader_id: str
-    daily: Mapping[str, CellAcc]
+    daily: Mapping[str, DailyCell]
     ends: Iterable[str] = ()
     latest: str | None = None
     window: int = 7
