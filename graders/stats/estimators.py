@@ -149,14 +149,17 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
 
 
 def wilson_effective(p: np.ndarray, var: np.ndarray, cap: np.ndarray, clusters: np.ndarray,
-                     if_constant: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                     if_constant: np.ndarray, df_adjust: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Wilson's interval of a clustered proportion at its effective sample size (Korn & Graubard
     1998), per cell: n_eff = p(1−p)/var (the binomial size giving that variance), at most
-    ``cap``; ``if_constant`` where var is 0 or p is 0 or 1 (nothing to estimate it from); then
-    scaled by (z/t_{C−1})² for the clusters' degrees of freedom. NaN below two clusters."""
+    ``cap``; ``if_constant`` where var is 0 or p is 0 or 1 (nothing to estimate it from); with
+    ``df_adjust``, scaled by (z/t_{C−1})² for the clusters' degrees of freedom. NaN below two
+    clusters."""
     with np.errstate(divide="ignore", invalid="ignore"):
         neff = np.where((var > 0) & (p > 0) & (p < 1), np.minimum(cap, p * (1 - p) / var), if_constant)
-        neff = neff * (Z95 / t975(clusters)) ** 2
+        neff = np.where(clusters >= 2, neff, np.nan)
+        if df_adjust:
+            neff = neff * (Z95 / t975(clusters)) ** 2
         z2 = Z95 * Z95
         denom = 1 + z2 / neff
         centre = (p + z2 / (2 * neff)) / denom

@@ -290,8 +290,11 @@ class Series:
             with np.errstate(divide="ignore", invalid="ignore"):
                 value = np.where(count > 0, _segment_sums(per_task, g_first, tasks) / count, np.nan)
                 spread = np.where(ok, per_task - value[np.repeat(np.arange(k), tasks)], 0.0)
-                var = _segment_sums(spread * spread, g_first, tasks) / (count * (count - 1.0))
-            lo, hi = wilson_effective(value, var, runs.astype(np.float64), count, count.astype(np.float64))
+                # The plug-in variance of the tasks' mean, and no t: with one 0/1 estimate a task
+                # this is exactly Wilson's interval for a proportion of C trials.
+                var = _segment_sums(spread * spread, g_first, tasks) / (count * count.astype(np.float64))
+            lo, hi = wilson_effective(value, var, runs.astype(np.float64), count, count.astype(np.float64),
+                                      df_adjust=False)
             pass_k.append((value, lo, hi, count))
         return Windows(
             n=n, unavailable=self.cum_unavailable[b] - self.cum_unavailable[a], error=self.cum_error[b] - self.cum_error[a],

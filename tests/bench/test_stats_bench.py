@@ -37,6 +37,7 @@ def test_the_share_is_the_statistics_part_of_the_job(monkeypatch: pytest.MonkeyP
     assert verdict["met"] is True and verdict["value"] == pytest.approx(1.5 / 9.0)
 
 
+@pytest.mark.slow
 def test_the_job_runs_with_and_without_the_statistics(tmp_path: Path) -> None:
     from bench.common import fleet
 

@@ -41,9 +41,10 @@ def _wilson(p: float, n: float) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _effective(p: float, var: float, cap: float, clusters: int, fallback: float) -> tuple[float, float]:
+def _effective(p: float, var: float, cap: float, clusters: int, fallback: float, df: bool = True
+               ) -> tuple[float, float]:
     size = min(cap, p * (1 - p) / var) if var > 0 and 0 < p < 1 else fallback
-    return _wilson(p, size * (Z95 / t_quantile(0.975, clusters - 1)) ** 2)
+    return _wilson(p, size * (Z95 / t_quantile(0.975, clusters - 1)) ** 2 if df else size)
 
 
 def _reference(accs: list[CellAcc]) -> dict[str, Any]:
@@ -84,8 +85,8 @@ def _reference(accs: list[CellAcc]) -> dict[str, Any]:
         value = math.fsum(per) / c
         entry = {"k": k, "value": value, "tasks": c, "low": None, "high": None}
         if c >= 2:
-            var = math.fsum((x - value) ** 2 for x in per) / (c * (c - 1))
-            entry["low"], entry["high"] = _effective(value, var, sum(len(g) for g in kept.values()), c, c)
+            var = math.fsum((x - value) ** 2 for x in per) / (c * c)
+            entry["low"], entry["high"] = _effective(value, var, sum(len(g) for g in kept.values()), c, c, df=False)
         pass_k.append(entry)
     out["pass_k"] = pass_k if any(gates.values()) else []
     return out
