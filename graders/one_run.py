@@ -31,6 +31,7 @@ from graders.grading.registry import close_executor, make_executor, sandboxed_fa
 from graders.prepare import PreparedRun, prepare_run
 from graders.runs.runfiles import RunFiles
 from graders.runs.runmeta import determine_run_meta
+from graders.stats.cells import stats_warnings
 from graders.tables.drift import drift_rows
 from graders.tables.rows import dead_letter_row, result_rows, run_row
 from schemas.documents import RunMeta
@@ -206,6 +207,8 @@ class RunGrader:
             # The observed grades count in the run's status counts too.
             run = run_row(prep.meta, prep.trace, [*results, *observed], prep.report, plan, prep.input_digest,
                           prep.source_kind)
+            # What the fleet statistics cannot take is said on the run (graders/stats/bounds.py).
+            run["warnings"].extend(stats_warnings(prep.meta.date, rows))
         except Exception as exc:
             if strict:
                 raise

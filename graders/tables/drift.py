@@ -12,12 +12,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from graders.formats.evidence import ArchivedResult, RunEvidence
+from graders.stats.bounds import number
 from schemas.documents import RunMeta
 from schemas.version import FLEETGRADE_VERSION
 
 
 def _value(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return number(v)  # the statistics' one validation: a finite float or None, never an OverflowError
 
 
 def differences(archived: ArchivedResult, result: dict[str, Any]) -> list[str]:
