@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from graders.stats.bounds import ordinal
 from graders.stats.cells import CellAcc, partition_observations, regression_row, shift, with_q_values
 from graders.tables.paths import parse_partition
 from pipeline.tables import create_table_view, has_partitions
@@ -106,7 +107,8 @@ def recompute_regressions(output: str, window: int, baseline: int, until: str | 
     date (at most ``until``), with BH q-values across all of them (as ``fleetgrade run`` computes them)."""
     latest: dict[str, str] = {}
     for wf, date in partitions(output, "grader_results"):
-        if until is None or date <= until:
+        # A date outside the statistics' range (graders/stats/bounds.py) is never a window's end.
+        if ordinal(date) is not None and (until is None or date <= until):
             latest[wf] = max(latest.get(wf, date), date)
     tests = []
     for wf, end in sorted(latest.items()):
