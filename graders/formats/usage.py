@@ -202,6 +202,9 @@ class CallRecords:
     source: str  # the file(s), e.g. "sandbox/…/token-usage.jsonl" or "usage/aw_session.jsonl (firewall.token_usage)"
     records: tuple[TokenRecord, ...]
     duplicates: int = 0  # records dropped as repeats (same ``event:request_id``, or the same line)
+    # Model calls each record stands for, when some stand for several (an engine log's aggregate
+    # record: Copilot's ``session.shutdown``); () when each is one call.
+    weights: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -209,19 +212,24 @@ class UsageTotals:
     """A run's token totals as a summary file states them (no per-call records)."""
 
     source: str
-    input: int  # as the file counts it: with the cached tokens when the primary model's family does
+    input: int  # as the file counts it: see ``input_includes_cache``
     output: int
     cache_read: int
     cache_write: int
     reasoning: int | None  # None: the file states none
     model: str = ""  # the primary model, when the file names one
+    input_includes_cache: bool | None = None  # as the source says; None: by ``model``'s family
+    router_included: bool = True  # gh-aw's sums count the classifier call; an engine's log has none
 
     @property
     def fresh_input(self) -> int:
-        """``input`` without the cached tokens it holds, by the primary model's family (a run
-        mixing families is approximated by its primary model), else by the counts."""
-        known = model_counts_cache(self.model)
-        inclusive = self.cache_read + self.cache_write <= self.input if known is None else known
+        """``input`` without the cached tokens it holds: as the source says, else by the primary
+        model's family (a run mixing families is approximated by its primary model), else by the
+        counts."""
+        inclusive = self.input_includes_cache
+        if inclusive is None:
+            known = model_counts_cache(self.model)
+            inclusive = self.cache_read + self.cache_write <= self.input if known is None else known
         return max(self.input - self.cache_read - self.cache_write, 0) if inclusive else self.input
 
 
@@ -424,8 +432,10 @@ def call_totals(calls: CallRecords, marks: Sequence[str]) -> CallTotals:
     """The sums over ``calls``' records whose purpose is none of ``marks``: the token classes,
     disjoint (fresh input), and the model mix."""
     records = calls.records
+    weights = calls.weights or (1,) * len(records)
     aside = {p for p in {r.purpose for r in records} if is_excluded(p, marks)}
     agent = [r for r in records if r.purpose not in aside] if aside else list(records)
+    agent_weights = [w for r, w in zip(records, weights, strict=True) if r.purpose not in aside]
     # Each model's family is looked up once (a large run has tens of thousands of records).
     family = {m: model_counts_cache(m) for m in {r.model for r in records}}
 
@@ -436,12 +446,18 @@ def call_totals(calls: CallRecords, marks: Sequence[str]) -> CallTotals:
         return (max(r.input - r.cache_read - r.cache_write, 0) if inclusive else r.input), inclusive
 
     fresh_agent = [fresh(r) for r in agent]
-    models = Counter(r.model or "unknown" for r in agent)
-    excluded = Counter(r.purpose for r in records if r.purpose in aside)
+    models: Counter[str] = Counter()
+    for r, w in zip(agent, agent_weights, strict=True):
+        models[r.model or "unknown"] += w
+    excluded: Counter[str] = Counter()
+    for r, w in zip(records, weights, strict=True):
+        if r.purpose in aside:
+            excluded[r.purpose] += w
     return CallTotals(
-        calls.source, len(agent), sum(f for f, _ in fresh_agent), sum(r.output for r in agent),
+        calls.source, sum(agent_weights), sum(f for f, _ in fresh_agent), sum(r.output for r in agent),
         sum(r.cache_read for r in agent), sum(r.cache_write for r in agent), _stated_sum([r.reasoning for r in agent]),
-        sum(inc for _, inc in fresh_agent), tuple(sorted(models.items(), key=lambda kv: (-kv[1], kv[0]))),
+        sum(w for (_, inc), w in zip(fresh_agent, agent_weights, strict=True) if inc),
+        tuple(sorted(models.items(), key=lambda kv: (-kv[1], kv[0]))),
         dict(sorted(excluded.items())),
         sum(fresh(r)[0] + r.output + r.cache_read + r.cache_write + (r.reasoning or 0)
             for r in records if r.purpose in aside),
