@@ -120,3 +120,5 @@ def test_a_fleet_without_credit_fields_has_no_ai_credits_never_zero(tmp_path: Pa
     assert con.execute("SELECT count(ai_credits), count(tokens_input) > 0 FROM runs").fetchall() == [(0, True)]
     assert con.execute("SELECT count(*) FROM grader_results WHERE grader_id = 'tokens-input' AND value > 0"
                        ).fetchall()[0][0] > 0
+    gate = fleetgrade("check", str(out), "--grader", "ai-credits")  # nothing to test: never a pass
+    assert gate.returncode == 5 and "never graded" in gate.stderr, gate.stderr
