@@ -1,7 +1,7 @@
 """The fleetgrade pipeline graph, as the named stages of transforms/stages.py:
 
 ReadRuns (discover, decide against the stored state, one folder per run identity) → Prepare →
-Grade (each run end to end, graders/one_run.py) → TraceVerdicts, TrackState, FleetStats →
+Grade (each run end to end, graders/one_run.py) → TraceVerdicts, TrackState, FleetStats, CostOutliers →
 WriteTables.
 
 Only runs that are new, changed, or graded under another configuration are prepared and

@@ -40,35 +40,23 @@ def _dropped(drop: tuple[str, str | None, str | None, tuple[Any, ...]]) -> Itera
         yield wf, ("gone", (date, tuple(ident)))
 
 
-def _dropped_partition(drop: tuple[str, str | None, str | None, tuple[Any, ...]]) -> Iterator[Partition]:
-    for wf, (_, (date, _)) in _dropped(drop):
-        yield wf, date
-
-
-def _plan(_: Any, touched: list[Partition], output: str, factor: float, days: int) -> dict[str, dict[str, list[str]]]:
-    """The plan of graders/stats/outliers.py; every date when the stored rows used other settings."""
+def _plan(_: Any, touched: list[Partition], dropped: list[tuple[str, tuple[str, Any]]], output: str, factor: float,
+          days: int) -> dict[str, dict[str, list[str]]]:
+    """The plan of graders/stats/outliers.py over the partitions this job's runs and drops
+    touch; every date when the stored rows used other settings."""
+    parts = {*touched, *((wf, date) for wf, (_, (date, _)) in dropped)}
     stored = {(r["factor"], r["window_days"]) for r in read_table_rows(output, TABLE)}
-    return plan(set(touched), stored_partitions(output, "runs"), days, everything=bool(stored - {(factor, days)}))
+    return plan(parts, stored_partitions(output, "runs"), days, everything=bool(stored - {(factor, days)}))
 
 
-def _requests(plans: dict[str, dict[str, list[str]]]) -> Iterator[Partition]:
-    for wf, p in plans.items():
-        for d in p["read"]:
-            yield wf, d
-
-
-class _StoredSpend(beam.DoFn):
-    """A ``runs`` partition to read → its runs' spend (the replaced and dropped ones are set
-    aside downstream, where this job's runs of the workflow are)."""
-
-    def __init__(self, output: str) -> None:
-        self.output = output
-
-    def process(self, part: Partition) -> Iterator[tuple[str, tuple[str, Any]]]:
-        wf, date = part
-        data = read_if_exists(join(self.output, partition_file("runs", wf, date)))
-        for row in decode_table("runs", data) if data is not None else []:
-            yield wf, ("stored", spend_of({**row, "workflow": wf, "date": date}))
+def _stored(plans: dict[str, dict[str, list[str]]], output: str) -> Iterator[tuple[str, tuple[str, Any]]]:
+    """The spend of the stored runs of the partitions the plan reads (the replaced and dropped ones
+    are set aside downstream, where this job's runs of the workflow are)."""
+    for wf, p in sorted(plans.items()):
+        for date in p["read"]:
+            data = read_if_exists(join(output, partition_file("runs", wf, date)))
+            for row in decode_table("runs", data) if data is not None else []:
+                yield wf, ("stored", spend_of({**row, "workflow": wf, "date": date}))
 
 
 def _stale(plans: dict[str, dict[str, list[str]]], output: str) -> Iterator[tuple[str, str, str, tuple[Any, ...]]]:
@@ -110,7 +98,9 @@ class _Outliers(beam.DoFn):
 
 class CostOutliers(beam.PTransform):
     """{runs: this job's ``runs`` rows; drops: (table, workflow, date, identity)} →
-    {cost_outliers: recomputed rows; drops: the stored rows they replace}."""
+    {cost_outliers: recomputed rows; drops: the stored rows they replace}. Few steps: every job
+    pays for each (docs/performance.md, "Fixed cost"); the plan and the stored reads are one
+    element's work each."""
 
     def __init__(self, output: str, factor: float = DEFAULT_FACTOR, days: int = DEFAULT_DAYS) -> None:
         super().__init__()
@@ -118,13 +108,12 @@ class CostOutliers(beam.PTransform):
 
     def expand(self, inputs: dict[str, Any]) -> dict[str, beam.PCollection]:
         runs, drops = inputs["runs"], inputs["drops"]
-        touched = ((runs | "Touched" >> beam.Map(_touched), drops | "DroppedParts" >> beam.FlatMap(_dropped_partition))
-                   | "FlattenTouched" >> beam.Flatten() | "Distinct" >> beam.Distinct())
+        dropped = drops | "Dropped" >> beam.FlatMap(_dropped)
         plans = (runs.pipeline | "PlanTrigger" >> beam.Impulse()
-                 | "Plan" >> beam.Map(_plan, beam.pvalue.AsList(touched), self.output, self.factor, self.days))
-        stored = (plans | "Requests" >> beam.FlatMap(_requests) | "Spread" >> beam.Reshuffle()
-                  | "StoredSpend" >> beam.ParDo(_StoredSpend(self.output)))
-        rows = ((runs | "NewSpend" >> beam.Map(_new), drops | "Dropped" >> beam.FlatMap(_dropped), stored)
-                | "FlattenSpend" >> beam.Flatten() | "ByWorkflow" >> beam.GroupByKey()
+                 | "Plan" >> beam.Map(_plan, beam.pvalue.AsList(runs | "Touched" >> beam.Map(_touched)),
+                                      beam.pvalue.AsList(dropped), self.output, self.factor, self.days))
+        stored = plans | "StoredSpend" >> beam.FlatMap(_stored, self.output)
+        rows = ((runs | "NewSpend" >> beam.Map(_new), dropped, stored) | "FlattenSpend" >> beam.Flatten()
+                | "ByWorkflow" >> beam.GroupByKey()
                 | "Outliers" >> beam.ParDo(_Outliers(self.factor, self.days), beam.pvalue.AsSingleton(plans)))
         return {TABLE: rows, "drops": plans | "Stale" >> beam.FlatMap(_stale, self.output)}

@@ -42,8 +42,10 @@ from graders.formats.usage import (
     RunUsage,
     SessionUsage,
     UsageTotals,
+    document,
     read_usage,
 )
+from graders.formats.usage import count as _int  # a token count: one rule for every reader here
 from graders.jsrt.jsonio import MAX_LINE_LENGTH, JsonError, LineBatch, parse_json
 from graders.jsrt.lazylist import positions
 from graders.jsrt.records import digit_safe
@@ -298,22 +300,7 @@ def _record(raw: bytes, rel: str, reading: _Reading) -> dict[str, Any] | None:
 
 def _document(files: RunFiles, rel: str, reading: _Reading) -> Any:
     """A whole-file JSON document, or None (counted) when it is not JSON."""
-    try:
-        return parse_json(files.read(rel))
-    except (JsonError, UnicodeDecodeError, RecursionError):
-        reading.malformed[rel] += 1
-        return None
-
-
-def _int(value: Any) -> int:
-    """A token count: a non-negative integer (floats that are integers too), else 0."""
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return max(value, 0)
-    if isinstance(value, float) and value.is_integer() and 0 <= value < 2**63:
-        return int(value)
-    return 0
+    return document(files, rel, reading.bad)
 
 
 def _text(value: Any) -> str:

@@ -266,7 +266,7 @@ def dedupe(records: Iterable[TokenRecord]) -> tuple[list[TokenRecord], int]:
 
 
 def count(value: Any) -> int:
-    """A token count of a summary: a non-negative integer (an integral double too), else 0."""
+    """A token count: a non-negative integer (an integral double too), else 0."""
     if isinstance(value, bool):
         return 0
     if isinstance(value, int):
@@ -276,7 +276,8 @@ def count(value: Any) -> int:
     return 0
 
 
-def _document(files: RunFiles, rel: str, bad: Callable[[str], None]) -> Any:
+def document(files: RunFiles, rel: str, bad: Callable[[str], None]) -> Any:
+    """A whole-file JSON document, or None (``bad`` told) when it is not JSON."""
     try:
         return parse_json(files.read(rel))
     except (JsonError, UnicodeDecodeError, RecursionError):
@@ -290,7 +291,7 @@ def agent_usage_totals(files: RunFiles, bad: Callable[[str], None]) -> UsageTota
     itself, and the file does not say which it did."""
     if not files.exists(AGENT_USAGE):
         return None
-    doc = _document(files, AGENT_USAGE, bad)
+    doc = document(files, AGENT_USAGE, bad)
     if not isinstance(doc, dict):
         return None
     keys = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
@@ -310,7 +311,7 @@ def activity_credits(files: RunFiles, bad: Callable[[str], None]) -> Credits | N
     record was malformed; ``total_run_aic_partial`` when some records had none)."""
     if not files.exists(ACTIVITY_SUMMARY):
         return None
-    doc = _document(files, ACTIVITY_SUMMARY, bad)
+    doc = document(files, ACTIVITY_SUMMARY, bad)
     if not isinstance(doc, dict) or doc.get("schema") != ACTIVITY_SCHEMA:
         return None
     friction = doc.get("friction")
