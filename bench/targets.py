@@ -62,6 +62,10 @@ TARGETS = (
     # Issue 33: a 200-run fleet's fixed cost (bench/fixedcost.py) at most half the base
     # checkout's measured in the same run; judged only when a base was given.
     Target("fixedcost", "target: fixed cost / base's, 200-run fleet", 0.5, at_most=True, optional=True),
+    # Issue 39, object storage (bench/remote.py): a bucket 30 ms away costs at most 30% more wall
+    # time than one on loopback, and reading a fleet takes at most 1.3 requests per file read.
+    Target("remote-latency", "target: gs:// wall at 30 ms / at 0 ms", 1.3, at_most=True),
+    Target("remote-requests", "target: gs:// input requests per file read", 1.3, at_most=True),
 )
 
 

@@ -27,6 +27,13 @@ def configure_logging(level: str) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("apache_beam", "urllib3", "google"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+    logging.getLogger("apache_beam.utils.retry").addFilter(_no_traceback)
+
+
+def _no_traceback(record: logging.LogRecord) -> bool:
+    """Beam's retry logger says each retry with its traceback: the line is enough."""
+    record.exc_info, record.exc_text, record.stack_info = None, None, None
+    return True
 
 
 def beam_options(args: argparse.Namespace) -> PipelineOptions:

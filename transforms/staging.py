@@ -30,7 +30,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.beamfiles import join
+from transforms.beamfiles import join, read_if_exists, scheme, write_file
 
 PartitionKey = tuple[str, str | None, str | None]
 # A reference to one partition's packed chunks in one staged shard file: the shard's 16-byte id
@@ -69,6 +69,13 @@ def read_chunks(staging: str, table: str, refs: Iterable[ChunkRef]) -> Iterator[
         by_shard.setdefault(shard, []).extend(spans)
     for shard in sorted(by_shard):
         path = shard_path(staging, table, shard)
+        if scheme(path) == "gs":  # one request for the shard (~1 MiB), not one per chunk
+            data = read_if_exists(path)
+            if data is None:
+                raise FileNotFoundError(f"{path}: staged shard missing")
+            for offset, length in sorted(by_shard[shard]):
+                yield from pickle.loads(zlib.decompress(data[offset : offset + length]))
+            continue
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
             for offset, length in sorted(by_shard[shard]):
                 fh.seek(offset)
@@ -160,12 +167,10 @@ class StagingBudget:
         # holds a few rows, and a reference per chunk made the shuffle grow with the rows.
         spans: dict[PartitionKey, list[tuple[int, int]]] = {}
         offset = 0
-        with FileSystems.create(shard_path(held.staging, held.table, shard),
-                                compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-            for key, data in held.chunks:
-                fh.write(data)
-                spans.setdefault(key, []).append((offset, len(data)))
-                offset += len(data)
+        for key, data in held.chunks:
+            spans.setdefault(key, []).append((offset, len(data)))
+            offset += len(data)
+        write_file(shard_path(held.staging, held.table, shard), b"".join(data for _, data in held.chunks))
         self.bytes -= held.size
         held.chunks, held.size = [], 0
         held.ready += [(key, chunk_ref(shard, s)) for key, s in spans.items()]

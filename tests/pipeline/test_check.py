@@ -12,7 +12,7 @@ from pipeline.cli import main
 from pipeline.stats_read import read_rows, recompute_regressions
 from tests.conftest import REPO
 from tests.pipeline.stats_fleet import SHIFT_DATE, shifted_output
-from tests.pipeline.test_gcs import BUCKET, client, gcs_server
+from tests.pipeline.test_gcs import BUCKET, client, gcs_proxy, gcs_server  # noqa: F401 (fixtures)
 
 __all__ = ["gcs_server", "shifted_output"]  # the fixtures
 FLEETGRADE = Path(sys.executable).parent / "fleetgrade"
