@@ -589,7 +589,7 @@ class RunReader:
             except FutureTimeout as exc:
                 raise RunOverBudget(f"{root}: {rel} could not be fetched within {MAX_RUN_SECONDS:g} s; "
                                     "not graded") from exc
-        return io.BufferedReader(_Chunks(self.store, join(root, rel), generation, head, asked), FETCH_CHUNK)
+        return io.BufferedReader(_Chunks(self.store, join(root, rel), generation, head, asked), runfiles.READ_BLOCK)
 
     def release(self, root: str) -> None:
         """Drop a run: its heads not read give their bytes back, its waiting fetches are skipped."""
