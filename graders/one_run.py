@@ -5,9 +5,10 @@ its table rows, the whole ``runs`` row included.
 ``RunGrader``, so a run's rows are made the same way everywhere; the Beam graph only routes them.
 
 Each family is graded on its own, as its own step was before: a family that raises (a
-RecursionError, a sandbox that breaks) loses only its own rows, and the run becomes one dead letter
-with no ``runs`` row (inputs = graded + dead-lettered). Failures are kept as text, never as
-exceptions: a kept exception's traceback holds this frame, a reference cycle, and workers collect
+RecursionError, a sandbox that breaks) does not stop the others, and the run becomes one dead
+letter and nothing else (no ``runs``, ``grader_results`` or ``trace_verdicts`` row: a run is
+graded or dead-lettered, never both; inputs = graded + dead-lettered). Failures are kept as
+text, never as exceptions: a kept exception's traceback holds this frame, a reference cycle, and workers collect
 cycles rarely (transforms/heap.py).
 """
 
@@ -23,12 +24,14 @@ from graders.families.opvalue.request import RunSubject
 from graders.families.trace_rules.config import TraceConfig
 from graders.families.trace_rules.verdicts import grade_run as grade_trace_rules
 from graders.formats.ghaw.trace import run_from_ghaw_trace, task_key
+from graders.formats.session import steps_of
 from graders.grading.engine import Executor, grade_trace
 from graders.grading.plan import GradingPlan, PlanSet, family_ids
 from graders.grading.registry import close_executor, make_executor, sandboxed_families
 from graders.prepare import PreparedRun, prepare_run
 from graders.runs.runfiles import RunFiles
 from graders.runs.runmeta import determine_run_meta
+from graders.stats.cells import stats_warnings
 from graders.tables.drift import drift_rows
 from graders.tables.rows import dead_letter_row, result_rows, run_row
 from schemas.documents import RunMeta
@@ -92,6 +95,9 @@ def verdict_row(prep: PreparedRun, cfg: TraceConfig) -> dict[str, Any]:
     conclusion = prep.evidence.conclusion if prep.evidence is not None else None
     run = prep.steps_run or run_from_ghaw_trace(
         prep.trace, task_key(prep.aw_info, m.workflow), m.run_id, conclusion)
+    if prep.steps_run is None and prep.evidence is not None and prep.evidence.step_calls:
+        # The engine's own calls, which the trace (gh-aw's preprocessing) does not read.
+        run.steps = steps_of(prep.evidence.step_calls)
     report = grade_trace_rules(run, cfg)
     return {
         "workflow": m.workflow,
@@ -201,14 +207,15 @@ class RunGrader:
             # The observed grades count in the run's status counts too.
             run = run_row(prep.meta, prep.trace, [*results, *observed], prep.report, plan, prep.input_digest,
                           prep.source_kind)
+            # What the fleet statistics cannot take is said on the run (graders/stats/bounds.py).
+            run["warnings"].extend(stats_warnings(prep.meta.date, rows))
         except Exception as exc:
             if strict:
                 raise
             failures.append(_caught(exc))
-        dead = None
-        if failures:  # one dead letter per run: the first failure by (error class, message)
-            run, dead = None, grade_failure_row(prep.meta, min(failures))
-        return RunGrades(results, rows, run, verdict, dead, by_family, drift if dead is None else [])
+        if failures:  # one dead letter per run, the first failure by (error class, message), and no other row
+            return RunGrades([], [], None, None, grade_failure_row(prep.meta, min(failures)))
+        return RunGrades(results, rows, run, verdict, None, by_family, drift)
 
     def _grade_family(self, prep: PreparedRun, plan: GradingPlan, family: str,
                       ids: frozenset[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

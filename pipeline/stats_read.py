@@ -7,20 +7,25 @@ with the same pure core (graders/stats) the pipeline uses, so both give the same
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
+from graders.stats.bounds import ordinal
 from graders.stats.cells import CellAcc, partition_observations, regression_row, shift, with_q_values
 from graders.tables.paths import parse_partition
 from pipeline.tables import create_table_view, has_partitions
+from schemas.tables import SPECS
 from transforms.output_lock import GcsStore
 
 RESULT_COLUMNS = ["run_id", "attempt", "grader_id", "value", "passed", "status", "direction", "unit"]
 VERDICT_COLUMNS = ["run_id", "attempt", "task", "delivered"]
 ORDER = {"regressed": 0, "improved": 1, "no-change": 2, "insufficient-data": 3}
+CHANGED = ("regressed", "improved")  # the verdicts whose change date is shown
 
 
 def has_table(output: str, table: str) -> bool:
@@ -61,12 +66,19 @@ def partitions(output: str, table: str) -> list[tuple[str, str]]:
     return sorted((r["workflow"], r["date"]) for r in rows)
 
 
+def _as_text(table: str) -> list[str]:
+    """``date`` and the table's other DATE columns: read as ``YYYY-MM-DD`` text, as the core keys them."""
+    return ["date", *(f.name for f in SPECS[table].schema if pa.types.is_date32(f.type))]
+
+
 def read_rows(output: str, table: str, columns: list[str] | None = None,
               window: tuple[str, str, str] | None = None) -> list[dict[str, Any]]:
-    """``columns`` (all when None) with ``workflow`` and ``date``; ``window`` = (workflow, first
-    date, last date) keeps that workflow's rows in those dates."""
-    picked = "* REPLACE (CAST(date AS VARCHAR) AS date)" if columns is None else ", ".join(
-        ["workflow", "CAST(date AS VARCHAR) AS date", *columns])
+    """``columns`` (all when None) with ``workflow`` and ``date``, dates as text; ``window`` =
+    (workflow, first date, last date) keeps that workflow's rows in those dates."""
+    texts = _as_text(table)
+    picked = ("* REPLACE (" + ", ".join(f"CAST({c} AS VARCHAR) AS {c}" for c in texts) + ")" if columns is None
+              else ", ".join(["workflow", *(f"CAST({c} AS VARCHAR) AS {c}" if c in texts else c
+                                            for c in ["date", *columns])]))
     sql, params = f"SELECT {picked} FROM {table}", []
     if window is not None:
         sql += " WHERE workflow = ? AND date BETWEEN CAST(? AS DATE) AND CAST(? AS DATE)"
@@ -95,7 +107,8 @@ def recompute_regressions(output: str, window: int, baseline: int, until: str | 
     date (at most ``until``), with BH q-values across all of them (as ``fleetgrade run`` computes them)."""
     latest: dict[str, str] = {}
     for wf, date in partitions(output, "grader_results"):
-        if until is None or date <= until:
+        # A date outside the statistics' range (graders/stats/bounds.py) is never a window's end.
+        if ordinal(date) is not None and (until is None or date <= until):
             latest[wf] = max(latest.get(wf, date), date)
     tests = []
     for wf, end in sorted(latest.items()):
@@ -112,6 +125,22 @@ def recompute_regressions(output: str, window: int, baseline: int, until: str | 
         for grader in sorted(daily):
             tests.append(regression_row(wf, grader, daily[grader], end, window, baseline))
     return with_q_values(tests)
+
+
+def graded(r: dict[str, Any]) -> bool:
+    """Whether a regressions cell has any graded value: one without (a grader unavailable or
+    erroring on every run) cannot be tested however many runs come."""
+    return bool(r.get("n_current") or r.get("n_baseline"))
+
+
+def history_span(output: str, workflows: list[str] | None = None) -> int | None:
+    """Days from the first to the last date of ``grader_results`` (of ``workflows``), or None on
+    gs:// (only the regressions table is read there)."""
+    if output.startswith("gs://"):
+        return None
+    dates = [dt.date.fromisoformat(d) for wf, d in partitions(output, "grader_results")
+             if not workflows or wf in workflows]
+    return (max(dates) - min(dates)).days + 1 if dates else None
 
 
 def worst_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -44,8 +44,11 @@ def run_root_of(rel_path: str) -> str | None:
 
 
 # Files outside any gh-aw run folder that may be an agent session or trace of another format
-# (graders/formats): each becomes runs of its own, or a dead letter saying why not.
-SESSION_SUFFIXES: Final = (".jsonl", ".json", ".ndjson")
+# (graders/formats): each becomes runs of its own, or a dead letter saying why not. A ``.json``
+# document or a ``.log`` (an engine's stdout kept as a file) is one only when a reader recognises
+# it (``SNIFFED_SUFFIXES``): other JSON documents and logs beside runs are strays.
+SESSION_SUFFIXES: Final = (".jsonl", ".json", ".ndjson", ".log")
+SNIFFED_SUFFIXES: Final = (".json", ".log")
 # A Claude Code session's subagent transcripts, ``<session>/subagents/agent-<id>.jsonl``, are read
 # with ``<session>.jsonl`` beside ``<session>/``: they belong to the same group.
 _SUBAGENT_FILE = re.compile(r"^(?:(?P<dir>.*)/)?[^/]+/subagents/agent-[^/]+\.jsonl$")
@@ -70,13 +73,19 @@ def artifact_top(parts: list[str]) -> bool:
     return bool(parts) and (parts[0] in ARTIFACT_NAMES or (tuple(parts[:2]) == TMP_PREFIX and len(parts) > 2))
 
 
+# The run dates fleetgrade grades (graders/runs/runmeta.py says why these).
+FIRST_DATE: Final = "1970-01-01"
+LAST_DATE: Final = "2199-12-31"
+
+
 def real_date(text: str) -> bool:
-    """Whether ``YYYY-MM-DD`` text is a calendar date (``0000-00-00`` and ``2026-13-45`` are not)."""
+    """Whether ``YYYY-MM-DD`` text is a calendar date (``0000-00-00`` and ``2026-13-45`` are not)
+    that a run may have (``FIRST_DATE`` to ``LAST_DATE``)."""
     try:
         _dt.date.fromisoformat(text)
     except ValueError:
         return False
-    return True
+    return FIRST_DATE <= text <= LAST_DATE
 
 
 def not_a_date_folder(run_root: str) -> str | None:

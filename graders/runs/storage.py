@@ -38,6 +38,7 @@ from graders.runs.runfiles import (
     RunFiles,
     RunOverBudget,
     bounded_listing,
+    listing_mtimes,
     listing_sizes,
     local_listing_files,
     shown_name,
@@ -571,7 +572,7 @@ class RunReader:
         def opener(rel: str) -> AbstractContextManager[IO[bytes]]:
             return self._open(run, root, rel, sizes.get(rel, 0), generations.get(rel))
 
-        return RunFiles(root, sizes, opener, skipped_warnings(root, listing))
+        return RunFiles(root, sizes, opener, skipped_warnings(root, listing), listing_mtimes(listing))
 
     def _open(self, run: _Run | None, root: str, rel: str, size: int,
               generation: int | None) -> AbstractContextManager[IO[bytes]]:
