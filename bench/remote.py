@@ -79,11 +79,11 @@ def _job(url: str, prefix: str, output: str) -> tuple[float, float]:
 
 
 def _counts(proxy: Proxy, prefix: str) -> tuple[int, int, int]:
-    """(requests on the input, input objects downloaded, all requests)."""
+    """(requests on the input, input files read: objects downloaded, not a 404's probe; all requests)."""
     with proxy.lock:
         log = list(proxy.log)
-    on_input = [(m, p) for m, p in log if _on_input(p, prefix)]
-    objects = {urllib.parse.urlsplit(p).path for m, p in on_input if kind(m, p) == "media"}
+    on_input = [(m, p, status) for m, p, status in log if _on_input(p, prefix)]
+    objects = {urllib.parse.urlsplit(p).path for m, p, status in on_input if kind(m, p) == "media" and status < 300}
     return len(on_input), len(objects), len(log)
 
 

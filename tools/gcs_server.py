@@ -57,7 +57,7 @@ class Proxy:
     latency: float = 0.0
     fault: Fault | None = None
     counts: Counter[str] = field(default_factory=Counter)
-    log: list[tuple[str, str]] = field(default_factory=list)  # (method, path) of every request
+    log: list[tuple[str, str, int]] = field(default_factory=list)  # (method, path, status) of every request
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def total(self) -> int:
@@ -79,16 +79,19 @@ def _handler(proxy: Proxy, upstream: tuple[str, int]) -> type[BaseHTTPRequestHan
         def log_message(self, *args: object) -> None:
             pass
 
+        def _count(self, status: int) -> None:
+            with proxy.lock:
+                proxy.counts[kind(self.command, self.path)] += 1
+                proxy.log.append((self.command, self.path, status))
+
         def _forward(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
-            with proxy.lock:
-                proxy.counts[kind(self.command, self.path)] += 1
-                proxy.log.append((self.command, self.path))
             if proxy.latency:
                 time.sleep(proxy.latency)
             status = proxy.fault(self.command, self.path) if proxy.fault else None
             if status is not None:
+                self._count(status)
                 data = b'{"error": {"code": %d, "message": "injected by the test proxy"}}' % status
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -110,6 +113,7 @@ def _handler(proxy: Proxy, upstream: tuple[str, int]) -> type[BaseHTTPRequestHan
                     local.conn = None
                     if attempt:
                         raise
+            self._count(resp.status)
             self.send_response(resp.status)
             for k, v in resp.getheaders():
                 if k.lower() not in _HOP and k.lower() != "content-length":
