@@ -161,7 +161,7 @@ def check_places(input_base: str, output: str, allow_empty: bool,
     needed, so those mistakes are reported at once), the ``gs://`` ones with Beam's options."""
     remote = options is not None
     checked = []
-    if not remote and (is_gcs(output) or is_gcs(input_base)):
+    if remote and (is_gcs(output) or is_gcs(input_base)):  # after Beam's options, before its first request
         checked.append(check_credentials())
     if is_gcs(output) == remote:
         checked.append(check_output(output, options))
