@@ -115,7 +115,7 @@ def render(data: ReportData) -> str:
              "before, " + source + ". A cell is worse only when a test over tasks says so: a task-blocked "
              "permutation test (Fisher's exact test for independent pass/fail runs), Benjamini–Hochberg q-values "
              "across every cell, and the grader's direction (lower-is-better graders get worse upwards). "
-             "Intervals are 95% bootstraps resampling tasks; the change date is where the daily series "
+             "Intervals are 95% and clustered by task; the change date is where the daily series "
              "shifted (docs/statistics.md).")
     body = f'<div class="lede">{_lede(rows, DEFAULT_FDR)}</div>'
     shown = [r for r in rows if (r["workflow"], r["grader_id"]) in data.regression_runs and _graded(r)]
