@@ -24,6 +24,7 @@ from graders.families.opvalue.request import RunSubject
 from graders.families.trace_rules.config import TraceConfig
 from graders.families.trace_rules.verdicts import grade_run as grade_trace_rules
 from graders.formats.ghaw.trace import run_from_ghaw_trace, task_key
+from graders.formats.session import steps_of
 from graders.grading.engine import Executor, grade_trace
 from graders.grading.plan import GradingPlan, PlanSet, family_ids
 from graders.grading.registry import close_executor, make_executor, sandboxed_families
@@ -94,6 +95,9 @@ def verdict_row(prep: PreparedRun, cfg: TraceConfig) -> dict[str, Any]:
     conclusion = prep.evidence.conclusion if prep.evidence is not None else None
     run = prep.steps_run or run_from_ghaw_trace(
         prep.trace, task_key(prep.aw_info, m.workflow), m.run_id, conclusion)
+    if prep.steps_run is None and prep.evidence is not None and prep.evidence.step_calls:
+        # The engine's own calls, which the trace (gh-aw's preprocessing) does not read.
+        run.steps = steps_of(prep.evidence.step_calls)
     report = grade_trace_rules(run, cfg)
     return {
         "workflow": m.workflow,

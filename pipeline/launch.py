@@ -31,7 +31,8 @@ def configure_logging(level: str) -> None:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     # Dask's scheduler and local workers set their loggers' levels from dask's config when
     # distributed is imported (later, by the dask runner), and their processes inherit this.
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning" if level in ("DEBUG", "INFO") else level.lower())
+    # Its warnings are a cluster's housekeeping ("worker process still alive after 4.0 seconds").
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
     os.environ.setdefault("DASK_LOGGING__FLEETGRADE", level.lower())
 
 

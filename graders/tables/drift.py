@@ -22,13 +22,14 @@ def _value(v: Any) -> float | None:
 
 
 def differences(archived: ArchivedResult, result: dict[str, Any]) -> list[str]:
-    """Which of value, status and message differ (a missing message equals an empty one)."""
+    """Which of value, status and message differ (a missing message equals an empty one; an
+    archive that keeps no message, the unified session's ``grader.result``, is not compared on it)."""
     out = []
     if archived.value != _value(result.get("value")):
         out.append("value")
     if archived.status != result.get("status"):
         out.append("status")
-    if (archived.message or "") != (result.get("message") or ""):
+    if archived.compare_message and (archived.message or "") != (result.get("message") or ""):
         out.append("message")
     return out
 
