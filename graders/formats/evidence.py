@@ -997,12 +997,14 @@ def engine_totals(tokens: TokenTotals, source: str) -> UsageTotals:
 
 
 def session_usage(session: Session) -> RunUsage:
-    """A session file's usage as its reader read it: its per-request records (``input`` without
-    the cached tokens; an aggregate record stands for its ``requests``), else the log's totals."""
-    if session.usage:
+    """A session file's usage as its reader read it: the log's own bill where it states one
+    (``billed``), else its per-request records (``input`` without the cached tokens; an aggregate
+    record stands for its ``requests``), else the log's totals."""
+    usage = session.billed or session.usage
+    if usage:
         records = tuple(TokenRecord(u.input, u.output, u.cache_read, u.cache_write, u.purpose or "", u.model or "",
-                                    include_cache=False) for u in session.usage)
-        weights = tuple(u.requests for u in session.usage)
+                                    include_cache=False) for u in usage)
+        weights = tuple(u.requests for u in usage)
         calls = CallRecords(session.source, records, 0, weights if any(w != 1 for w in weights) else ())
         return RunUsage(calls=calls, sources=(session.source,))
     if session.tokens is not None:
