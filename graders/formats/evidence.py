@@ -619,7 +619,7 @@ def _safe_output_errors(files: RunFiles, calls: list[McpCall], session: str | No
 
 def _token_records(files: RunFiles, reading: _Reading, tokens: TokenLines | None = None,
                    ) -> list[tuple[str, list[TokenRecord]]]:
-    """(file, records) of every token-usage candidate the run has, in graders.md §5's order: the
+    """(file, records) of every token-usage candidate the run has, in docs/reference/graders.md §5's order: the
     first is the agent's file the token graders read; the cost graders read them all, deduplicated
     as gh-aw reads every candidate (graders/formats/usage.py)."""
     out: list[tuple[str, list[TokenRecord]]] = []

@@ -4,7 +4,7 @@ One :func:`read_usage` per run (called by ``evidence.read_evidence``) finds, in 
 preference (docs/observed-graders.md, "Cost"):
 
 * per-call records: AWF's api-proxy ``token-usage.jsonl`` (every candidate file of the run, in
-  graders.md §5's order, deduplicated as gh-aw deduplicates them), else the unified session's
+  docs/reference/graders.md §5's order, deduplicated as gh-aw deduplicates them), else the unified session's
   ``firewall.token_usage`` events, else its ``usage.report`` events with a ``usage``;
 * run totals where no per-call record exists: ``agent_usage.json`` (gh-aw's sums of those records);
 * AI Credits (AIC) as the records state them: AWF's ``ai_credits_this_response`` /
