@@ -11,11 +11,12 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from graders.formats.ghaw.reader import is_run_folder
 from graders.runs import runfiles
-from graders.runs.layout import RUN_DIR, artifact_top, run_root_of, session_root_of
+from graders.runs.layout import RUN_DIR, SESSION_SUFFIXES, artifact_top, run_root_of, session_root_of
 from graders.runs.runfiles import NOT_UTF8, shown_name, utf8_name, walk_local
 from transforms.beamfiles import join
-from transforms.progress import DISCOVERED, FINISHED, Tally
+from transforms.progress import DISCOVERED, FINISHED, RUN_FOLDERS, SESSION_FOLDERS, STRAY, Tally
 
 # (run root relative to input, [(rel, size, mtime seconds)])
 RunListing = tuple[str, list[tuple[str, int, float]]]
@@ -140,6 +141,11 @@ def hint_path(base: str, root_rel: str) -> str:
     return "/".join([p for p in path.split("/") if p][-3:])
 
 
+def holds_sessions(names: list[str]) -> bool:
+    """A folder (its files' relative paths) of agent session / trace files of other formats, not a gh-aw run."""
+    return not is_run_folder(names) and any(name.endswith(SESSION_SUFFIXES) for name in names)
+
+
 class ListRuns(beam.DoFn):
     """The fleet root → one (run root, sorted listing) per run folder, as the listing streams by.
 
@@ -154,6 +160,7 @@ class ListRuns(beam.DoFn):
     def __init__(self) -> None:
         self.files = Metrics.counter("fleetgrade", "files_discovered")
         self.stray = Metrics.counter("fleetgrade", "stray_files_skipped")
+        self.strays = 0  # of the last listing, for the progress line
 
     def process(self, base: str) -> Iterator[RunListing]:
         tally = Tally("discover")  # the job's progress line (transforms/progress.py)
@@ -162,9 +169,12 @@ class ListRuns(beam.DoFn):
         tally.flush()
 
     def discover(self, base: str, tally: Tally) -> Iterator[RunListing]:
+        self.strays = 0  # files outside any run, counted by the listing
         for run in self._runs(base):
             tally.add(DISCOVERED)
+            tally.add(SESSION_FOLDERS if holds_sessions([e[0] for e in run[1]]) else RUN_FOLDERS)
             yield run
+        tally.add(STRAY, self.strays)
 
     def _runs(self, base: str) -> Iterator[RunListing]:
         """The runs of a fleet; or, when ``base`` is itself one run's folder (the first of its
@@ -238,6 +248,7 @@ class ListRuns(beam.DoFn):
                 run.append((rel[len(root) + 1 :] if root else rel, size, mtime))
         self.files.inc(files)
         self.stray.inc(stray)
+        self.strays = stray
         for root in list(open_runs):
             yield root, sorted(open_runs.pop(root))
 

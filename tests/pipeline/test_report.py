@@ -228,7 +228,7 @@ def test_workflow_names_are_literals_not_sql(synth, tmp_path):
 
 
 def test_no_tables_is_a_clear_error(tmp_path, capsys):
-    assert main(["report", str(tmp_path)]) == 1
+    assert main(["report", str(tmp_path)]) == 2  # an input mistake: not an output
     assert "no fleetgrade tables" in capsys.readouterr().err
     assert main(["report", str(tmp_path), "--since", "yesterday"]) == 2  # one line, no SystemExit
 
