@@ -86,20 +86,20 @@ def test_a_run_says_how_many_runs_it_discovered(tmp_path: Path) -> None:
          "--output", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     lines = [line.split("fleetgrade: ", 1)[1] for line in done.stderr.splitlines() if "INFO fleetgrade: " in line]
-    assert "discovered 37 run folder(s): 37 to read" in lines
-    summary = next(i for i, line in enumerate(lines) if line.startswith("37 run(s) discovered: "))
-    assert lines.index("discovered 37 run folder(s): 37 to read") < summary
+    assert "discovered 73 run folder(s): 73 to read" in lines
+    summary = next(i for i, line in enumerate(lines) if line.startswith("73 run(s) discovered: "))
+    assert lines.index("discovered 73 run folder(s): 73 to read") < summary
     assert not any("by this worker" in line for line in lines)
     # Once discovery is done, every progress line carries the job's total.
-    after = lines[lines.index("discovered 37 run folder(s): 37 to read"):]
-    assert all("/37 runs done" in line for line in after if line.startswith("progress: ")), lines
+    after = lines[lines.index("discovered 73 run folder(s): 73 to read"):]
+    assert all("/73 runs done" in line for line in after if line.startswith("progress: ")), lines
 
 
 def test_a_stray_file_is_not_counted_as_a_graded_run(tmp_path: Path) -> None:
     # A file at the fleet's root is a candidate session group to discovery and a stray once read:
     # the last progress line must count the runs the summary counts.
     shutil.copytree(REPO / "examples" / "fleet", tmp_path / "fleet")
-    (tmp_path / "fleet" / "synth-manifest.json").write_text('{"runs": 37}\n')
+    (tmp_path / "fleet" / "synth-manifest.json").write_text('{"runs": 73}\n')
     env = dict(os.environ, **{INTERVAL_ENV: "0.2"})
     done = subprocess.run(
         [str(Path(sys.executable).parent / "fleetgrade"), "run", "--input", str(tmp_path / "fleet"),
@@ -108,7 +108,7 @@ def test_a_stray_file_is_not_counted_as_a_graded_run(tmp_path: Path) -> None:
     lines = [line.split("fleetgrade: ", 1)[1] for line in done.stderr.splitlines() if "INFO fleetgrade: " in line]
     # Discovery counts folders (a folder of session files holds how many runs is known once read);
     # the last progress line and the summary count the same runs, graded, dead-lettered and strays.
-    assert "discovered 37 run folder(s) and 1 folder(s) of session or trace files: 38 to read" in lines, lines
-    assert "all 37 run(s) read: 33 graded, 4 dead-lettered; 2 stray file(s) skipped; writing the tables" in lines, lines
-    assert any(line.startswith("37 run(s) discovered: 33 graded, 4 dead-lettered, 0 unchanged, 0 outside "
+    assert "discovered 73 run folder(s) and 1 folder(s) of session or trace files: 74 to read" in lines, lines
+    assert "all 73 run(s) read: 69 graded, 4 dead-lettered; 2 stray file(s) skipped; writing the tables" in lines, lines
+    assert any(line.startswith("73 run(s) discovered: 69 graded, 4 dead-lettered, 0 unchanged, 0 outside "
                                "--since/--until; 2 stray file(s) skipped;") for line in lines), lines
