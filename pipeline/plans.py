@@ -44,7 +44,7 @@ def load_plans(
             by_workflow = tuple((w, _checked(p, f"{graders_dir}/{w}")) for w, p in sorted(loaded.items()))
     except GradersConfigError as exc:
         where = getattr(exc, "path", None) or graders or graders_dir
-        raise PlanLoadError(f"{where}: {exc}") from exc
+        raise PlanLoadError(f"{where}: {exc}{exc.hint}") from exc
     return PlanSet(default, by_workflow, archived_evaluators=archived_evaluators,
                    allow_unsandboxed=allow_unsandboxed)
 

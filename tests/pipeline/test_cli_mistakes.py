@@ -41,6 +41,9 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (base / "notes.md").write_text("not a fleet\n")
     bad = "graders:\n  my-metric:\n    script: |\n      const n = trace.toolCalls.length;\n      return { value: n +;\n"
     (base / "bad.yaml").write_text(bad)
+    (base / "typo.yaml").write_text("tool-success-rate: {threshhold: 0.9}\n")
+    (base / "comments.yaml").write_text("# every built-in, later\n")
+    (base / "unknown-id.yaml").write_text("graders:\n  tool-sucess-rate: {threshold: 0.9}\n")
     (base / "graders-dir").mkdir()
     (base / "graders-dir" / "ci-doctor.yaml").write_text(bad.replace("my-metric", "dir-metric"))
     out = base / "tables"  # one partition is enough for `sql` to open the output
@@ -50,6 +53,7 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     traces = {"runs": [{"task": f"T{i}", "ok": 1, "steps": [{"step": 1, "tool": "Read"}]} for i in range(3000)]}
     (base / "traces.json").write_text(json.dumps(traces))
     return {"base": base, "fleet": fleet, "empty": base / "empty", "file": base / "notes.md",
+            "typo": base / "typo.yaml", "comments": base / "comments.yaml", "unknown_id": base / "unknown-id.yaml",
             "bad": base / "bad.yaml", "bad_dir": base / "graders-dir", "tables": out,
             "traces": base / "traces.json"}
 
@@ -102,6 +106,13 @@ MISTAKES: list[tuple[str, Args, int, str]] = [
      r"\(.*bad\.yaml: graders\.my-metric\.script, line 2\)$"),
     ("inline-js-syntax-error-graders-dir", lambda p: [*_run("--graders-dir", str(p["bad_dir"]))(p)], 2,
      r"inline grader 'dir-metric' does not compile: SyntaxError: .*ci-doctor\.yaml: graders\.dir-metric\.script"),
+    ("graders-unknown-field", lambda p: _run("--graders", str(p["typo"]))(p), 2,
+     r'typo\.yaml: graders\.tool-success-rate has an unknown field "threshhold"; did you mean "threshold"\?'),
+    ("graders-empty-file", lambda p: _run("--graders", str(p["comments"]))(p), 2,
+     r"comments\.yaml: the graders configuration is empty"),
+    ("graders-unknown-id", lambda p: _run("--graders", str(p["unknown_id"]))(p), 2,
+     r'graders\.tool-sucess-rate is not a built-in grader .*; did you mean "tool-success-rate"\? Configurable ids: '
+     r".*skill-constraint-coverage.*code-search-recall, operational-value"),
     ("output-is-a-file", lambda p: ["run", "--input", str(p["fleet"]), "--output", str(p["file"])], 2,
      r"--output is a file, not a folder \(.*notes\.md\)$"),
     ("output-under-a-file", lambda p: ["run", "--input", str(p["fleet"]), "--output", str(p["file"] / "x")], 2,
