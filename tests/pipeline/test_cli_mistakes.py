@@ -50,11 +50,16 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     part = out / "runs" / "workflow=w" / "date=2026-01-01"
     part.mkdir(parents=True)
     pq.write_table(pa.table({"run_id": ["1"]}), part / "part-00000.parquet")
+    graded = base / "graded"  # what `run` leaves: a _state partition and the tables'
+    for table in ("_state", "grader_results"):
+        folder = graded / table / "workflow=w" / "date=2026-01-01"
+        folder.mkdir(parents=True)
+        pq.write_table(pa.table({"run_id": ["1"]}), folder / "part-00000.parquet")
     traces = {"runs": [{"task": f"T{i}", "ok": 1, "steps": [{"step": 1, "tool": "Read"}]} for i in range(3000)]}
     (base / "traces.json").write_text(json.dumps(traces))
     return {"base": base, "fleet": fleet, "empty": base / "empty", "file": base / "notes.md",
             "typo": base / "typo.yaml", "comments": base / "comments.yaml", "unknown_id": base / "unknown-id.yaml",
-            "bad": base / "bad.yaml", "bad_dir": base / "graders-dir", "tables": out,
+            "bad": base / "bad.yaml", "bad_dir": base / "graders-dir", "tables": out, "graded": graded,
             "traces": base / "traces.json"}
 
 
@@ -121,6 +126,18 @@ MISTAKES: list[tuple[str, Args, int, str]] = [
      r"--output is not writable: "),
     ("unknown-runner", _run("--runner", "nosuchrunner"), 2,
      r"unknown runner 'nosuchrunner'; fleetgrade runs on direct, direct-multiprocess, portable, dataflow"),
+    # The README's pyarrow snippet counted 3,604 rows of grader_results instead of 1,077 after this.
+    ("output-is-a-table-folder-of-an-output", lambda p: ["run", "--input", str(p["fleet"]), "--output",
+                                                         str(p["graded"] / "grader_results")], 2,
+     r"--output is inside the fleetgrade output .*graded \(its grader_results table\); .* give .*graded itself"),
+    ("output-inside-an-output", lambda p: ["regrade", "--evidence-at", "2026-12-01T00:00:00Z", "--input",
+                                           str(p["fleet"]), "--output", str(p["graded"] / "more" / "out")], 2,
+     r"--output is inside the fleetgrade output .*graded; "),
+    ("input-is-an-output", lambda p: ["run", "--input", str(p["graded"]), "--output", str(p["base"] / "out")], 2,
+     r"--input is a fleetgrade output: it holds tables, not runs"),
+    ("input-inside-an-output", lambda p: ["run", "--input", str(p["graded"] / "_state"), "--output",
+                                          str(p["base"] / "out")], 2,
+     r"--input is inside the fleetgrade output .*graded \(its _state table\): it holds tables"),
     ("output-inside-input", lambda p: ["run", "--input", str(p["fleet"]), "--output", str(p["fleet"] / "out")], 2,
      r"--output is inside --input"),
     ("output-is-input", lambda p: ["run", "--input", str(p["fleet"]), "--output", str(p["fleet"]) + "/"], 2,
