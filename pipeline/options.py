@@ -58,6 +58,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="regressions: current window in days, ending on each workflow's latest date (default 7)")
     parser.add_argument("--regression-baseline", metavar="DAYS", type=days, default=28,
                         help="regressions: baseline window in days just before the current one (default 28)")
+    parser.add_argument("--grader-timeout-limit", metavar="K", type=_count, default=3,
+                        help="an inline grader that times out on K consecutive runs (in one worker) is errored, "
+                             "unrun, for the rest of the job (default 3; 0: never)")
     add_allow_empty_argument(parser)
     add_runner_arguments(parser)
 
@@ -89,6 +92,16 @@ def _date(text: str) -> str:
         return datetime.date.fromisoformat(text).isoformat()
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {text!r}") from None
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {text!r}")
+    return value
 
 
 def days(text: str) -> int:
