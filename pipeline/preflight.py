@@ -21,7 +21,7 @@ from graders.runs.runfiles import DIR, sorted_entries, split_entry
 from pipeline.errors import UsageError
 from schemas.state_table import STATE_TABLE
 from schemas.tables import SPECS
-from transforms.gcs import use_emulator_if_configured
+from transforms.gcs import NoCredentials, credentials, use_emulator_if_configured
 
 if TYPE_CHECKING:
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -146,6 +146,16 @@ def check_output(output: str, options: PipelineOptions | None = None) -> str:
     return f"output {output} writable"
 
 
+def check_credentials() -> str:
+    """Google credentials for gs://, looked up once, up front, with no retries: a missing one is
+    one line saying how to provide it (Beam's own lookup retries for minutes, with tracebacks)."""
+    try:
+        credentials()
+    except NoCredentials as exc:
+        raise UsageError(str(exc)) from exc
+    return "gs:// credentials"
+
+
 def _gcs_io(options: PipelineOptions | None) -> Any:
     from apache_beam.io.gcp.gcsio import GcsIO
 
@@ -220,6 +230,8 @@ def check_places(input_base: str, output: str, allow_empty: bool,
     if nesting and not remote:  # before the input's own check: "it holds tables" says more than "no run"
         check_not_nested(input_base, output)
     checked = []
+    if remote and (is_gcs(output) or is_gcs(input_base)):  # after Beam's options, before its first request
+        checked.append(check_credentials())
     if is_gcs(output) == remote:
         checked.append(check_output(output, options))
     if is_gcs(input_base) == remote:

@@ -37,7 +37,17 @@ from graders.tables.parquet import decode_table, encode_table
 from graders.tables.paths import PART_NAME, partition_file, table_globs
 from graders.tables.state import Drop
 from schemas.tables import SPECS, Replace
-from transforms.beamfiles import join, read_if_exists
+from transforms.ahead import Ahead, windowed
+from transforms.beamfiles import (
+    delete_file,
+    delete_files,
+    join,
+    pool,
+    read_if_exists,
+    rename_files,
+    scheme,
+    write_file,
+)
 from transforms.heap import tune_heap
 from transforms.output_lock import STAGING, check_holder
 from transforms.staging import PartitionKey, StageRows, read_chunks
@@ -65,6 +75,9 @@ def _key_drop(drop: Drop) -> tuple[PartitionKey, tuple[Any, ...]]:
     return (table, workflow, date), ident
 
 
+PARTITIONS_AHEAD = 8  # partitions read ahead of the one being merged, on an object store
+
+
 class _WritePartition(beam.DoFn):
     def __init__(self, output: str, staging: str) -> None:
         self.output = output
@@ -75,8 +88,17 @@ class _WritePartition(beam.DoFn):
 
     def setup(self) -> None:
         tune_heap()  # a worker that only writes decodes and encodes partitions with Arrow too
+        # On GCS the next partitions' reads run ahead and their uploads behind (transforms/ahead.py).
+        self._remote = scheme(self.output) == "gs"
+        self._ahead: Ahead[tuple[PartitionKey, Iterable[Any]]] = Ahead(PARTITIONS_AHEAD if self._remote else 0,
+                                                                       self._start)
+        self._uploads: list[Any] = []
 
-    def process(self, kv: tuple[PartitionKey, Iterable[Any]]) -> Iterator[Action]:
+    def _start(self, kv: tuple[PartitionKey, Iterable[Any]]) -> Any:
+        return pool().submit(self._read, kv) if self._remote else None
+
+    def _read(self, kv: tuple[PartitionKey, Iterable[Any]]) -> tuple[list[Any], set[tuple[Any, ...]], bytes | None]:
+        """A partition's new rows, its rows to drop, and its stored file (if any)."""
         (table, workflow, date), values = kv
         refs: list[bytes] = []
         drops: set[tuple[Any, ...]] = set()
@@ -86,8 +108,25 @@ class _WritePartition(beam.DoFn):
             else:
                 drops.add(tuple(value))
         new_rows = list(read_chunks(self.staging, table, refs))
+        return new_rows, drops, read_if_exists(join(self.output, partition_file(table, workflow, date)))
+
+    def process(self, kv: tuple[PartitionKey, Iterable[Any]], timestamp: Any = beam.DoFn.TimestampParam,
+                window: Any = beam.DoFn.WindowParam) -> Iterator[Action]:
+        for ready, work in self._ahead.push(kv, timestamp, window):
+            yield from self._write(ready, work)
+
+    def finish_bundle(self) -> Any:
+        out = [windowed(action, ts, window) for kv, work, ts, window in self._ahead.drain()
+               for action in self._write(kv, work)]
+        uploads, self._uploads = self._uploads, []
+        for upload in uploads:  # the bundle is done once every file it staged is written
+            upload.result()
+        return out or None
+
+    def _write(self, kv: tuple[PartitionKey, Iterable[Any]], work: Any) -> Iterator[Action]:
+        (table, workflow, date), _ = kv
+        new_rows, drops, existing = work.result() if work is not None else self._read(kv)
         rel = partition_file(table, workflow, date)
-        existing = read_if_exists(join(self.output, rel))
         stored = decode_table(table, existing) if existing is not None else None
         rows = partition_rows(SPECS[table], new_rows, stored, drops)
         if not rows:
@@ -99,8 +138,10 @@ class _WritePartition(beam.DoFn):
             self.unchanged.inc()
             yield "keep", rel
             return
-        with FileSystems.create(join(self.staging, rel)) as fh:
-            fh.write(data)
+        if self._remote:
+            self._uploads.append(pool().submit(write_file, join(self.staging, rel), data))
+        else:
+            write_file(join(self.staging, rel), data)
         self.files.inc()
         self.rows.inc(len(rows))
         yield "write", rel
@@ -154,8 +195,8 @@ def delete_tree(root: str) -> None:
     """Delete a folder and its files (object stores have no folders, only prefixes)."""
     files = _files_under(root)
     if files:
-        FileSystems.delete(files)
-    if FileSystems.exists(root):  # local folders remain once their files are gone
+        delete_files(files)
+    if "://" not in root and FileSystems.exists(root):  # local folders remain once their files are gone
         FileSystems.delete([root])
 
 
@@ -207,17 +248,24 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
         check_holder(output, job)
     fault = _Fault()
     ordered = []
+    remote = scheme(output) == "gs"
+    # On GCS one listing of the staging folder, not a request per staged file.
+    staged = set(_files_under(staging)) if remote else None
+
+    def is_staged(path: str) -> bool:
+        return path in staged if staged is not None else FileSystems.exists(path)
+
     # Every staged file is checked before the first one moves: staging removed under a job
     # (its lock lost) fails the commit whole, not after some partitions.
     for action, rel in sorted(actions, key=lambda a: (a[1].startswith("_state"), a[1], a[0])):
-        if action == "write" and not FileSystems.exists(join(staging, rel)):
+        if action == "write" and not is_staged(join(staging, rel)):
             if FileSystems.exists(join(output, rel)):  # already committed by an earlier attempt
                 continue
             raise FileNotFoundError(f"staged partition file missing: {join(staging, rel)}")
         ordered.append((action, rel))
     folders, others = _partition_listing(output, (rel.split("/", 1)[0] for action, rel in ordered if action == "write"))
-    committed = []
-    for action, rel in ordered:
+    committed = _commit_concurrently(ordered, output, staging, others) if remote else []
+    for action, rel in [] if remote else ordered:
         dst = join(output, rel)
         if action == "write":
             src = join(staging, rel)
@@ -238,12 +286,29 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
     # Whole-table aggregates: a partition that got no rows this time is gone.
     produced = {join(output, rel) for _, rel in actions}
     for table in sorted(t for t in set(tables) if SPECS[t].replace is Replace.TABLE):
-        for path in _table_files(output, table):
-            if path not in produced:
-                FileSystems.delete([path])
-                _remove_empty_dirs(_parent(path), output)
+        gone = [path for path in _table_files(output, table) if path not in produced]
+        delete_files(gone)
+        for path in gone:
+            _remove_empty_dirs(_parent(path), output)
     _drop_staging(output, staging)
     LOG.info("committed %d partition file(s) under %s", len(committed), output)
+    return committed
+
+
+def _commit_concurrently(ordered: list[Action], output: str, staging: str,
+                         others: dict[str, list[str]]) -> list[str]:
+    """``commit``'s moves and deletes on an object store: the partitions concurrently (each
+    one object replaced at once), every ``_state`` file after all of them."""
+    committed: list[str] = []
+    for last in (False, True):
+        group = [(action, rel) for action, rel in ordered if rel.startswith("_state") == last]
+        writes = [rel for action, rel in group if action == "write"]
+        rename_files([(join(staging, rel), join(output, rel)) for rel in writes])
+        # Any other file in a partition is from an older writer: the partition is now ours.
+        delete_files([path for rel in writes for path in others.get(_parent(join(output, rel)), [])])
+        deletes = [rel for action, rel in group if action == "delete"]
+        found = list(pool().map(lambda rel: delete_file(join(output, rel)), deletes))
+        committed += writes + [rel for rel, was in zip(deletes, found, strict=True) if was]
     return committed
 
 
