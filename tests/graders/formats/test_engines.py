@@ -276,7 +276,7 @@ def test_every_real_sample_is_claimed_by_its_format_alone() -> None:
     file_formats = [f for f in formats() if not f.folder]
     for path in sorted(REAL.rglob("*")):
         if path.suffix not in (".jsonl", ".json", ".log") or "gh_aw_logs" in path.parts[-4:-1] \
-                or path.name in ("token-usage.jsonl", "agent_usage.json", "aw_info.json", "model-routing.jsonl"):
+                or path.name in ("token-usage.jsonl", "agent_usage.json", "aw_info.json", "model-routing.jsonl", "summary.json"):
             continue
         rel = path.relative_to(REAL).as_posix()
         head = path.read_bytes()[:65536]
