@@ -993,16 +993,18 @@ def session_evidence(session: Session, unified: RunFiles | None = None) -> RunEv
 def engine_totals(tokens: TokenTotals, source: str) -> UsageTotals:
     """An engine log's run totals as the cost graders read them (no router call in them)."""
     return UsageTotals(f"{source} ({tokens.source})" if tokens.source else source, tokens.input, tokens.output,
-                       tokens.cache_read, tokens.cache_write, None, "", tokens.input_includes_cache, False)
+                       tokens.cache_read, tokens.cache_write, tokens.reasoning, "", tokens.input_includes_cache, False)
 
 
 def session_usage(session: Session) -> RunUsage:
-    """A session file's usage as its reader read it: its per-request records (``input`` without
-    the cached tokens; an aggregate record stands for its ``requests``), else the log's totals."""
-    if session.usage:
+    """A session file's usage as its reader read it: the log's own bill where it states one
+    (``billed``), else its per-request records (``input`` without the cached tokens; an aggregate
+    record stands for its ``requests``), else the log's totals."""
+    usage = session.billed or session.usage
+    if usage:
         records = tuple(TokenRecord(u.input, u.output, u.cache_read, u.cache_write, u.purpose or "", u.model or "",
-                                    include_cache=False) for u in session.usage)
-        weights = tuple(u.requests for u in session.usage)
+                                    u.reasoning, include_cache=False) for u in usage)
+        weights = tuple(u.requests for u in usage)
         calls = CallRecords(session.source, records, 0, weights if any(w != 1 for w in weights) else ())
         return RunUsage(calls=calls, sources=(session.source,))
     if session.tokens is not None:

@@ -314,3 +314,14 @@ def test_dedupe_keeps_the_first_of_each_key_and_is_idempotent() -> None:
     assert ([r.input for r in kept], dropped) == ([1, 2, 4], 2)
     assert dedupe(kept) == (kept, 0)
     assert running_credits(kept, "t") is None
+
+
+def test_a_run_with_no_usage_has_no_cost_at_all_never_zero() -> None:
+    """No token record, summary or engine log: every cost grader unavailable and every ``runs``
+    cost column null (the table's cost is absent, not 0), no model mix."""
+    from graders.tables.rows import COST_COLUMNS, cost_columns
+
+    results = grade_observed(read_evidence(memory_run_files({"aw_info.json": b'{"engine_id": "copilot"}'})), trace={})
+    cost = [r for r in results if r["id"] in COST]
+    assert len(cost) == len(COST) and all(r["status"] == "unavailable" and r.get("value") is None for r in cost)
+    assert cost_columns(results, None) == {**dict.fromkeys(COST_COLUMNS), "models": None}
