@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
+from pipeline.report.queries import collect
+from pipeline.report.render import render
+from pipeline.report.scope import Selection
 from pipeline.stats_read import recompute_regressions, worst_first
 from pipeline.tables import connect
 from tests.helpers.demo import CHANGE_DATE, demo_root
@@ -211,7 +214,7 @@ def test_absent_tables_show_no_data_sections(tmp_path):
     out = write_output(tmp_path / "out", build_rows(hostile=False), only=("grader_results",))
     html = report(out)
     nodata = {a["data-nodata"] for _, a in parse(html) if "data-nodata" in a}
-    assert nodata == {"task_reliability", "trace_verdicts", "dead_letter"}
+    assert nodata == {"task_reliability", "trace_verdicts", "dead_letter", "cost"}  # cost reads runs
     assert metrics(html, "pass-rate") and metrics(html, "hist-bin")
     assert not [a for t, a in parse(html) if t == "a" and (a.get("href") or "").startswith("http")], "no repository, no links"
 
@@ -225,14 +228,20 @@ def test_partial_outputs_render(tmp_path, only):
     assert bool(metrics(html, "verdict-count")) == ("trace_verdicts" in only)
 
 
-def test_workflow_names_are_literals_not_sql(synth, tmp_path):
-    html = report(synth, "--workflow", "alpha' OR true OR '", html=tmp_path / "inj.html")
+def test_workflow_names_are_literals_not_sql(synth, tmp_path, capsys):
+    name = "alpha' OR true OR '"
+    # On the command line a workflow with no rows is a usage mistake (exit 2), not an empty report.
+    assert main(["report", str(synth), "--html", str(tmp_path / "inj.html"), "--workflow", name]) == 2
+    assert "has no rows in this output; the workflows are alpha, beta, gamma" in capsys.readouterr().err
+    assert not (tmp_path / "inj.html").exists()
+    # The queries take the name as a literal: it selects nothing.
+    html = render(collect(str(synth), Selection(None, None, (name,))))
     assert not metrics(html, "pass-rate") and not metrics(html, "worst-run")
     assert "alpha&#x27; OR true OR &#x27;" in html
 
 
 def test_no_tables_is_a_clear_error(tmp_path, capsys):
-    assert main(["report", str(tmp_path)]) == 1
+    assert main(["report", str(tmp_path)]) == 2  # an input mistake: not an output
     assert "no fleetgrade tables" in capsys.readouterr().err
     assert main(["report", str(tmp_path), "--since", "yesterday"]) == 2  # one line, no SystemExit
 
@@ -285,7 +294,9 @@ def test_the_headline_says_what_the_tests_know(demo_root, tmp_path, workflow, st
 
 def test_change_dates_only_on_changed_rows_and_never_graded_in_one_line(demo_root, tmp_path):
     html = report(demo_root / "demo-output", html=tmp_path / "r.html")
-    rows = metrics(html, "regression")
+    # The whole fleet's 40 shown cells fill with tested ones; the 3-day workflow's are all too short.
+    young = report(demo_root / "demo-output", "--workflow", "daily-file-diet", html=tmp_path / "young.html")
+    rows = metrics(html, "regression") + metrics(young, "regression")
     assert {r["data-verdict"] for r in rows} == {"regressed", "no-change", "insufficient-data"}
     assert all(bool(r["data-change-date"]) == (r["data-verdict"] == "regressed") for r in rows)
     # graders with no value on any run: one line each in the headline and the distributions, no cards
