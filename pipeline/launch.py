@@ -94,10 +94,20 @@ def run_pipeline(args: argparse.Namespace, options: PipelineOptions, p: beam.Pip
         else:  # the others would run the job: serialize the graph a runner would be handed
             p.to_runner_api()
         return None
-    with reporting(enabled=args.runner in LOCAL_RUNNERS):  # one line for the job; never on Dataflow
+    with reporting(enabled=reports_progress(args.runner, options)):  # one line for the job; never on Dataflow
         result = p.run()
         result.wait_until_finish()
     return result
+
+
+def reports_progress(runner: str, options: PipelineOptions) -> bool:
+    """Progress lines need the workers on this machine, in this environment: the local runners,
+    and a Dask cluster the job starts itself (transforms/progress.py)."""
+    if runner == "dask":
+        from pipeline.runners.dask_runner import starts_local_cluster
+
+        return starts_local_cluster(options)
+    return runner in LOCAL_RUNNERS
 
 
 def run_locked(args: argparse.Namespace, options: PipelineOptions, p: beam.Pipeline, command: str,
