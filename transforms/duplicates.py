@@ -68,7 +68,10 @@ def run_identity(base: str, root_rel: str) -> tuple[Identity, str] | None:
             files = memory_run_files({rel: data}, root)
             break
     else:
-        listed = [rel for rel, _, _ in list_run(base, root_rel)]
+        try:
+            listed = [rel for rel, _, _ in list_run(base, root_rel)]
+        except OSError:  # a folder that cannot be listed: preparing it says why (its dead letter)
+            return None
         if not is_run_folder(listed) and any(rel.endswith(SESSION_SUFFIXES) for rel in listed):
             return None  # a folder of session files: each session's identity is in its file
         files = memory_run_files({}, root)
