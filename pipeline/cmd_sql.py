@@ -6,7 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from pipeline.errors import UsageError
+from pipeline.errors import UsageError, query_error
+from pipeline.interrupts import interruptible
 
 if TYPE_CHECKING:
     import duckdb
@@ -30,17 +31,22 @@ def handle(args: argparse.Namespace) -> int:
     from pipeline.tables import connect, present_tables
 
     if not present_tables(args.output):
-        raise UsageError("no fleetgrade tables found", args.output, exit_code=1)
+        raise UsageError("no fleetgrade tables found", args.output)
     con = connect(args.output)
-    try:
-        rel = con.sql(args.query)
-    except duckdb.Error as exc:
-        raise UsageError(str(exc), exit_code=1) from exc
+    try:  # the query runs in a thread, so that Ctrl-C interrupts it (pipeline/interrupts.py)
+        interruptible(con.interrupt, lambda: _answer(con, args.query, args.format))
+    except duckdb.Error as exc:  # raised while parsing, or while the rows are read
+        raise query_error(exc) from exc
+    return 0
+
+
+def _answer(con: duckdb.DuckDBPyConnection, query: str, fmt: str) -> None:
+    rel = con.sql(query)
     if rel is None:
-        return 0
-    if args.format == "table":
+        return
+    if fmt == "table":
         rel.show(max_width=200, max_rows=200)
-    elif args.format == "csv":
+    elif fmt == "csv":
         _csv(rel)
     else:
         import orjson
@@ -48,7 +54,6 @@ def handle(args: argparse.Namespace) -> int:
         cols = rel.columns
         rows = [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
         sys.stdout.write(orjson.dumps(rows, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
-    return 0
 
 
 def _csv(rel: duckdb.DuckDBPyRelation) -> None:

@@ -28,19 +28,17 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from graders.formats.ghaw.reader import is_run_folder
 from graders.jsrt.jsonio import MAX_FILE_SIZE
-from graders.runs.layout import SESSION_SUFFIXES
 from graders.runs.runfiles import memory_run_files
 from graders.runs.runmeta import AW_INFO_PATHS, determine_run_meta
 from graders.tables.rows import dead_letter_row
 from graders.tables.state import listing_digest
 from transforms.ahead import Ahead, windowed
 from transforms.beamfiles import join, pool, read_if_exists, store_for
-from transforms.discover import hint_path, list_run
+from transforms.discover import hint_path, holds_sessions, list_run
 from transforms.incremental import RunToGrade
 from transforms.prepare import DEAD, DEAD_STATE
-from transforms.progress import DONE, Tally
+from transforms.progress import DEAD_LETTERED, DONE, Tally
 
 STAGE: Final = "duplicate"  # the dead_letter stage of a folder not graded for its identity
 Identity = tuple[str, str, int]  # (workflow, run id, attempt)
@@ -72,7 +70,7 @@ def run_identity(base: str, root_rel: str) -> tuple[Identity, str] | None:
             listed = [rel for rel, _, _ in list_run(base, root_rel)]
         except OSError:  # a folder that cannot be listed: preparing it says why (its dead letter)
             return None
-        if not is_run_folder(listed) and any(rel.endswith(SESSION_SUFFIXES) for rel in listed):
+        if holds_sessions(listed):
             return None  # a folder of session files: each session's identity is in its file
         files = memory_run_files({}, root)
     try:
@@ -192,6 +190,7 @@ class _Resolve(beam.DoFn):
             self.dead.inc()
             self.duplicates.inc()
             self._tally.add(DONE)
+            self._tally.add(DEAD_LETTERED)
             root = join(self.base, root_rel)
             row = dead_letter_row(root, STAGE, f"{root}: {message}", run_id=run_id, workflow=workflow,
                                   date=date, error_class=error_class)
