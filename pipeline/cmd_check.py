@@ -14,8 +14,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from graders.stats.cells import DEFAULT_BASELINE, DEFAULT_FDR, DEFAULT_WINDOW, verdict
-from pipeline.errors import UsageError
+from pipeline.console import shown_rows
+from pipeline.errors import UsageError, literal_path
 from pipeline.options import days
 from pipeline.stats_read import (
     copy_table,
@@ -25,6 +28,7 @@ from pipeline.stats_read import (
     stored_windows,
     worst_first,
 )
+from pipeline.tables import explain
 
 COLUMNS = ("workflow", "grader", "verdict", "current", "baseline", "diff [95% interval]", "q", "change")
 
@@ -90,7 +94,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def _regressions(args: argparse.Namespace) -> list[dict[str, Any]]:
-    out = args.output
+    out = literal_path(args.output, "the output folder")
     if out.startswith("gs://"):
         return _stored_on_gcs(args)
     if not Path(out).is_dir():
@@ -130,7 +134,10 @@ def _stored_on_gcs(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def handle(args: argparse.Namespace) -> int:
     out = args.output
-    rows = _regressions(args)
+    try:
+        rows = _regressions(args)
+    except duckdb.Error as exc:  # a damaged partition file, named
+        raise explain(out, exc, out) from exc
     known = {r["workflow"] for r in rows}, {r["grader_id"] for r in rows}
     for flag, wanted, present in (("--workflow", args.workflow, known[0]), ("--grader", args.grader, known[1])):
         missing = sorted(set(wanted) - present)
@@ -148,7 +155,7 @@ def handle(args: argparse.Namespace) -> int:
                "regressed": regressed, "rows": rows}
         sys.stdout.write(orjson.dumps(doc, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        print(_table(rows))
+        print(_table(shown_rows(rows)))  # names from artifacts, escaped
         counts = {v: sum(r["verdict"] == v for r in rows) for v in ("regressed", "improved", "no-change",
                                                                         "insufficient-data")}
         print(f"\n{len(rows)} cell(s): " + ", ".join(f"{n} {v}" for v, n in counts.items())

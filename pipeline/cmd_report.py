@@ -7,7 +7,8 @@ import datetime as dt
 import os
 from pathlib import Path
 
-from pipeline.errors import UsageError
+from graders.runs.console import printable
+from pipeline.errors import UsageError, literal_path
 
 
 def _date(text: str) -> dt.date:
@@ -38,7 +39,9 @@ def handle(args: argparse.Namespace) -> int:
     from pipeline.report.queries import collect
     from pipeline.report.render import render
     from pipeline.report.scope import Selection
+    from pipeline.tables import explain
 
+    literal_path(args.output, "the output folder")
     if args.output.startswith("gs://"):
         raise UsageError("reads a local output folder (copy the tables from gs:// first)", args.output, exit_code=1)
     if not Path(args.output).is_dir():
@@ -49,7 +52,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         data = collect(args.output, Selection(args.since, args.until, workflows))
     except duckdb.Error as exc:
-        raise UsageError(str(exc), args.output, exit_code=1) from exc
+        raise explain(args.output, exc, args.output) from exc
     if not data.tables:
         raise UsageError("no fleetgrade tables found", args.output, exit_code=1)
     page = render(data)
@@ -59,5 +62,5 @@ def handle(args: argparse.Namespace) -> int:
     tmp = target.with_name(f".{target.name}.tmp")
     tmp.write_text(page, encoding="utf-8")
     os.replace(tmp, target)
-    print(target)
+    print(printable(str(target)))
     return 0

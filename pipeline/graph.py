@@ -57,9 +57,11 @@ def build(
         "dead_letter": (prepared["dead"], found["dead"], graded["dead_letter"], graded["crashed"]),
         "trace_verdicts": graded["trace_verdicts"],
         "grader_drift": graded["grader_drift"],
-        "task_reliability": reliability,
+        "task_reliability": reliability["rows"],
         "grader_stats": stats["grader_stats"],
         "regressions": stats["regressions"],
         STATE_TABLE: (*kept.values(), *tracked["state"].values()),
     }
-    return TableWrites(tables, drops=(tracked["drops"], stats["drops"])) | "WriteTables" >> WriteTables(output, token)
+    drops = (tracked["drops"], stats["drops"], reliability["damaged"], found["touched"])
+    # --full regrades every run a damaged partition held in this job already.
+    return TableWrites(tables, drops=drops) | "WriteTables" >> WriteTables(output, token, regrade_damaged=not full)

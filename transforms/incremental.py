@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
+import stat
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -13,19 +17,57 @@ from apache_beam.metrics import Metrics
 
 from graders.families.trace_rules.config import TraceConfig
 from graders.grading.plan import PlanSet
-from graders.tables.parquet import decode_table
-from graders.tables.paths import partition_file, partition_values, table_globs
-from graders.tables.state import GradingDigests, StoredState, listing_digest, listing_fingerprint, unchanged
+from graders.tables.parquet import DamagedOutput, decode_table
+from graders.tables.paths import (
+    keeps_original,
+    parse_partition,
+    partition_file,
+    partition_value,
+    partition_values,
+    table_globs,
+)
+from graders.tables.state import (
+    Drop,
+    GradingDigests,
+    StoredState,
+    listing_digest,
+    listing_fingerprint,
+    touch,
+    unchanged,
+)
 from schemas.state_table import STATE_TABLE
+from schemas.tables import SPECS, Replace
 from transforms.beamfiles import join, read_if_exists
 from transforms.discover import ListRuns
 from transforms.progress import FINISHED, KEPT, Tally
 
 KEEP = "keep"
+DAMAGED = "damaged"  # a touch (graders/tables/state.py) of a stored partition that cannot be read back
+LOG = logging.getLogger("fleetgrade")
 
 
-def read_table_rows(output: str, table: str) -> Iterator[dict[str, Any]]:
-    """Every row an earlier run wrote to ``table``, with its partition columns."""
+def read_stored(path: str) -> bytes | None:
+    """A stored output file's bytes, None when absent; :class:`DamagedOutput` when it is no
+    regular file (a folder, a FIFO that would block the job, a link) or cannot be read."""
+    if "://" not in path:
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise DamagedOutput(path, f"cannot be read: {exc.strerror or exc}") from exc
+        if not stat.S_ISREG(mode):
+            raise DamagedOutput(path, "not a regular file")
+    try:
+        return read_if_exists(path)
+    except OSError as exc:
+        raise DamagedOutput(path, f"cannot be read: {exc.strerror or exc}") from exc
+
+
+def read_table_rows(output: str, table: str,
+                    damaged: Callable[[DamagedOutput], None] | None = None) -> Iterator[dict[str, Any]]:
+    """Every row an earlier run wrote to ``table``, with its partition columns. A file that
+    cannot be read back is left out, and ``damaged`` told (by default, a warning naming it)."""
     metas = []
     for pattern in (join(output, g) for g in table_globs(table)):
         try:
@@ -33,17 +75,54 @@ def read_table_rows(output: str, table: str) -> Iterator[dict[str, Any]]:
         except Exception:  # nothing there yet (first run)
             continue
     for meta in sorted(metas, key=lambda m: m.path):
-        with FileSystems.open(meta.path) as fh:
-            data = fh.read()
-        yield from _partition_rows(table, data, *partition_values(meta.path, data))
+        try:
+            data = read_stored(meta.path)
+            if data is None:  # gone since listed
+                continue
+            rows = decode_table(table, data, meta.path)
+        except DamagedOutput as exc:
+            (damaged or _warn_damaged)(exc)
+            continue
+        yield from _with_partition(table, rows, *partition_values(meta.path, data))
 
 
-def _partition_rows(table: str, data: bytes, workflow: str | None, date: str | None) -> Iterator[dict[str, Any]]:
+def _warn_damaged(exc: DamagedOutput) -> None:
+    LOG.warning("%s; left out, and what it recorded is regraded", exc)
+
+
+def _with_partition(table: str, rows: list[dict[str, Any]], workflow: str | None,
+                    date: str | None) -> Iterator[dict[str, Any]]:
     """The rows of one partition file, with the partition's columns."""
-    for row in decode_table(table, data):
+    for row in rows:
         if table != STATE_TABLE:  # the state's rows hold their partition's values
             row["workflow"], row["date"] = workflow, date
         yield row
+
+
+def stored_partitions(output: str, workflows: Iterable[str]) -> Iterator[Drop]:
+    """A :func:`touch` of every stored partition of the tables a job merges into (RUN and ROW
+    tables): ``--full`` rebuilds each from the fleet, so a damaged one is rewritten or deleted
+    even when no run of the fleet writes to it. ``workflows`` names the hashed partitions whose
+    own file cannot tell (a damaged one)."""
+    hashed = {partition_value(w): w for w in workflows if keeps_original(w)}
+    for table in sorted(t for t, spec in SPECS.items() if spec.replace is not Replace.TABLE):
+        for pattern in (join(output, g) for g in table_globs(table)):
+            try:
+                paths = sorted(m.path for r in FileSystems.match([pattern]) for m in r.metadata_list)
+            except Exception:  # no such table stored
+                continue
+            for path in paths:
+                parsed = parse_partition(path)
+                if parsed is None:  # a table's one file from before partitions: not merged into
+                    continue
+                workflow, date = partition_values(path, functools.partial(read_if_exists, path))
+                if parsed.hashed:  # the file keeps the name, unless it is damaged: the state's, then
+                    workflow = hashed.get(parsed.workflow, workflow)
+                if partition_value(workflow) != parsed.workflow:
+                    LOG.warning("%s: a partition of a workflow whose name no file or run records; left as it is",
+                                path)
+                    continue
+                yield touch(table, workflow, date)
 
 
 def stored_state(output: str) -> StoredState:
@@ -116,6 +195,9 @@ class _ListAndDecide(beam.DoFn):
 
     def process(self, _: Any) -> Iterator[Any]:  # type: ignore[override]
         stored = stored_state(self.output)
+        if self.full:  # every stored partition rebuilt from the fleet, a damaged one too
+            for drop in stored_partitions(self.output, stored.workflows):
+                yield beam.pvalue.TaggedOutput(DAMAGED, drop)
         todo: list[RunToGrade] = []
         batches = 0
         tally = Tally("discover")  # one file: the runs kept are counted when discovery is said done
@@ -147,23 +229,24 @@ class _ListAndDecide(beam.DoFn):
 
 class DiscoverAndDecide(beam.PTransform):
     """PBegin → (runs to grade, one ``RunToGrade`` each, spread over the workers; stored state
-    rows to keep: unchanged runs, runs outside --since/--until, folders that are gone)."""
+    rows to keep: unchanged runs, runs outside --since/--until, folders that are gone; with
+    ``full``, a touch of every stored partition)."""
 
     def __init__(self, base: str, output: str, plans: PlanSet, trace_config: TraceConfig, full: bool = False,
                  since: str | None = None, until: str | None = None) -> None:
         super().__init__()
         self.decide = _ListAndDecide(base, output, plans, trace_config, full, since, until)
 
-    def expand(self, pbegin: beam.pvalue.PBegin) -> tuple[beam.PCollection, beam.PCollection]:
+    def expand(self, pbegin: beam.pvalue.PBegin) -> tuple[beam.PCollection, beam.PCollection, beam.PCollection]:
         decided = (
             pbegin
             | "Root" >> beam.Impulse()  # one element: a Create adds three steps (issue 33, fixed cost)
-            | "Decide" >> beam.ParDo(self.decide).with_outputs(KEEP, main="todo")
+            | "Decide" >> beam.ParDo(self.decide).with_outputs(KEEP, DAMAGED, main="todo")
         )
         # One batch per key: the shuffle only spreads the batches (a fusion break, so that
         # distributed runners grade on every worker, not on the one that listed).
         todo = decided.todo | "Spread" >> beam.GroupByKey() | "Runs" >> beam.FlatMap(unbatch_runs)
-        return todo, decided[KEEP]
+        return todo, decided[KEEP], decided[DAMAGED]
 
 
 RunIdentity = tuple[Any, Any]  # (run_id, attempt) within a partition
@@ -175,14 +258,39 @@ def kept_identity(state: dict[str, Any]) -> tuple[Partition, RunIdentity]:
     return (state.get("workflow"), state.get("date")), (state.get("run_id"), state.get("attempt"))
 
 
-def stored_rows_of(output: str, table: str, kv: tuple[Partition, Iterable[RunIdentity]]) -> Iterator[dict[str, Any]]:
+def stored_rows(output: str, table: str, workflow: str | None, date: str | None) -> list[dict[str, Any]] | None:
+    """The rows of one stored partition (without its partition columns): [] when it is absent,
+    None when it cannot be read back (a warning names it). For readers of stored rows outside
+    the sink (statistics): hand the sink a ``touch(table, workflow, date)`` for a None, and it
+    rewrites the partition and has the runs it held regraded."""
+    path = join(output, partition_file(table, workflow, date))
+    try:
+        data = read_stored(path)
+        if data is None:
+            return []
+        return decode_table(table, data, path)
+    except DamagedOutput as exc:
+        LOG.warning("%s; left out, and the runs it held are regraded", exc)
+        return None
+
+
+def stored_rows_of(output: str, table: str, kv: tuple[Partition, Iterable[RunIdentity]]) -> Iterator[Any]:
     """The rows an earlier run wrote to one partition of ``table`` for these runs, with the
-    partition's columns (as ``read_table_rows`` gives them); none when the partition is absent."""
+    partition's columns (as ``read_table_rows`` gives them); none when the partition is absent.
+    A partition that cannot be read back gives none either, and a :func:`touch` of it, tagged
+    ``DAMAGED``: the sink then rewrites it and has the runs it held regraded."""
     (workflow, date), runs = kv
     wanted = set(runs)
-    data = read_if_exists(join(output, partition_file(table, workflow, date)))
-    if data is None:
+    path = join(output, partition_file(table, workflow, date))
+    try:
+        data = read_stored(path)
+        if data is None:
+            return
+        rows = decode_table(table, data, path)
+    except DamagedOutput as exc:
+        LOG.warning("%s; the runs it held are regraded", exc)
+        yield beam.pvalue.TaggedOutput(DAMAGED, touch(table, workflow, date))
         return
-    for row in _partition_rows(table, data, workflow, date):
+    for row in _with_partition(table, rows, workflow, date):
         if (row.get("run_id"), row.get("attempt")) in wanted:
             yield row

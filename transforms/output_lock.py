@@ -27,13 +27,15 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import orjson
+
+from schemas.tables import SPECS
 
 LOCK_NAME = "_lock.json"
 STAGING = "_staging"
@@ -63,6 +65,27 @@ class LockLost(OutputError):
 
 class OutputFull(OutputError):
     pass
+
+
+class OutputLink(OutputError):
+    """A symbolic link inside a local output: writing or deleting through it would reach outside."""
+
+
+def refuse_links(output: str, paths: Iterable[str] = ()) -> None:
+    """OutputLink unless the output's own entries (the lock, staging, state, each table's
+    folder) and ``paths`` (files the commit moves or deletes) stay inside the output folder once
+    every link is resolved. A job removes the staging of jobs that are gone and rewrites and
+    deletes partitions: a ``_staging`` linked to another folder had it empty that folder. Local
+    disks only (object stores have no links)."""
+    if "://" in output:
+        return
+    inside = os.path.realpath(output).rstrip("/") + "/"
+    own = [os.path.join(output, name) for name in (LOCK_NAME, STAGING, *SPECS)]
+    for path in [*own, *paths]:
+        real = os.path.realpath(path)
+        if os.path.islink(path) or not real.startswith(inside):
+            raise OutputLink(f"{path} leads to {real}: fleetgrade follows no symbolic link inside its output, "
+                             "where it writes and deletes; remove the link")
 
 
 def _iso(t: float) -> str:
@@ -550,6 +573,7 @@ def output_lock(output: str, job: str, command: str) -> Iterator[OutputLock]:
     however the body ended: remove this job's staging and release the lock. A full disk or a
     lock lost at commit leaves the body as an OutputError with a one-line reason.
     """
+    refuse_links(output)
     lock = OutputLock(output, job, command)
     try:
         lock.acquire()
@@ -561,9 +585,9 @@ def output_lock(output: str, job: str, command: str) -> Iterator[OutputLock]:
         with _Heartbeat(lock):
             yield lock
     except Exception as exc:
-        lost = _cause(exc, lambda e: isinstance(e, LockLost))
+        lost = _cause(exc, lambda e: isinstance(e, OutputError))  # from the commit (LockLost, OutputLink)
         if lost is not None:
-            raise LockLost(str(lost).split(" [while running", 1)[0]) from exc
+            raise type(lost)(str(lost).split(" [while running", 1)[0]) from exc
         if _cause(exc, _no_space) is not None:
             raise OutputFull(f"no space left on device while writing the output; this job's staging was "
                              f"removed and the previous output stays readable ({lock.output})") from exc

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -32,20 +33,24 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from graders.tables.merge import partition_rows
-from graders.tables.parquet import decode_table, encode_table
-from graders.tables.paths import PART_NAME, partition_file, table_globs
+from graders.tables.parquet import DamagedOutput, decode_table, encode_table
+from graders.tables.paths import PART_NAME, parse_partition, partition_file, table_globs
 from graders.tables.state import Drop
+from schemas.state_table import STATE_TABLE
 from schemas.tables import SPECS, Replace
-from transforms.beamfiles import join, read_if_exists
+from transforms.beamfiles import join
 from transforms.heap import tune_heap
-from transforms.output_lock import STAGING, check_holder
+from transforms.incremental import read_stored
+from transforms.output_lock import STAGING, check_holder, refuse_links
 from transforms.staging import PartitionKey, StageRows, read_chunks
 
 LOG = logging.getLogger("fleetgrade")
 # Crash-safety tests kill the process after N commit operations (never set in production).
 FAULT_ENV = "FLEETGRADE_FAULT_KILL_AFTER_COMMITS"
 
-Action = tuple[str, str]  # ("write" | "keep" | "delete", partition file path relative to output)
+# ("write" | "keep" | "delete" | "damaged", partition file path relative to output)
+Action = tuple[str, str]
+DAMAGED = "damaged"  # a stored partition that could not be read back: its runs are to be regraded
 # A table's rows: one collection, or several that are staged each on its own (the local runner
 # materializes a Flatten, which held a row per run of the fleet: make bench memory).
 Rows = beam.PCollection | Sequence[beam.PCollection]
@@ -70,6 +75,7 @@ class _WritePartition(beam.DoFn):
         self.files = Metrics.counter("fleetgrade", "partitions_written")
         self.unchanged = Metrics.counter("fleetgrade", "partitions_unchanged")
         self.rows = Metrics.counter("fleetgrade", "rows_written")
+        self.damaged = Metrics.counter("fleetgrade", "partitions_damaged")
 
     def setup(self) -> None:
         tune_heap()  # a worker that only writes decodes and encodes partitions with Arrow too
@@ -85,8 +91,17 @@ class _WritePartition(beam.DoFn):
                 drops.add(tuple(value))
         new_rows = list(read_chunks(self.staging, table, refs))
         rel = partition_file(table, workflow, date)
-        existing = read_if_exists(join(self.output, rel))
-        stored = decode_table(table, existing) if existing is not None else None
+        stored, existing = None, None
+        try:
+            existing = read_stored(join(self.output, rel))
+            if existing is not None and SPECS[table].replace is not Replace.TABLE:  # TABLE: recomputed whole
+                stored = decode_table(table, existing, join(self.output, rel))
+        except DamagedOutput as exc:
+            # Its rows are lost: rewritten from this job's, and the runs it held regraded (commit).
+            LOG.warning("%s; rewritten from this job's rows, and the runs it held are regraded", exc)
+            self.damaged.inc()
+            existing = existing or b""  # replaced (or deleted) whatever it is
+            yield DAMAGED, rel
         rows = partition_rows(SPECS[table], new_rows, stored, drops)
         if not rows:
             if existing is not None:
@@ -187,27 +202,79 @@ def _drop_staging(output: str, staging: str) -> None:
             pass
 
 
+def _state_of(rel: str) -> str | None:
+    """The ``_state`` partition file of the partition ``rel`` is in (same workflow and date)."""
+    parsed = parse_partition(rel)
+    if parsed is None:
+        return None
+    return f"{STATE_TABLE}/workflow={parsed.workflow}/date={parsed.date}/{PART_NAME}"
+
+
+def _marked(data: bytes) -> bytes:
+    """A ``_state`` partition whose runs are all regraded next: no listing digest matches."""
+    rows = [{**row, "listing_digest": None} for row in decode_table(STATE_TABLE, data)]
+    return encode_table(STATE_TABLE, rows)
+
+
+def mark_damaged(actions: list[Action], output: str, staging: str) -> list[Action]:
+    """``actions`` with the ``_state`` partition of each damaged partition's workflow and date
+    staged marked: its runs, whose rows the damaged file held, are regraded by the next job
+    (``fleetgrade run`` starts it at once). A damaged ``_state`` partition is left out: the
+    decision step found it, and regrades its runs in this job."""
+    damaged = {_state_of(rel) for action, rel in actions if action == DAMAGED} - {None}
+    if not damaged:
+        return actions
+    by_rel = {rel: action for action, rel in actions if action != DAMAGED}
+    marked = []
+    for rel in sorted(r for r in damaged if r is not None):
+        action = by_rel.get(rel)
+        source = join(staging, rel) if action == "write" else join(output, rel)
+        try:
+            data = read_stored(source) if action in ("write", "keep") else None
+            if data is None:  # no state there: nothing of those runs is recorded as graded
+                continue
+            updated = _marked(data)
+        except DamagedOutput:
+            continue
+        with FileSystems.create(join(staging, rel)) as fh:
+            fh.write(updated)
+        marked.append(rel)
+    return [(a, r) for a, r in actions if r not in marked] + [("write", r) for r in marked]
+
+
 def commit(_: Any, actions: list[Action], output: str, staging: str, tables: list[str],
-           job: str | None = None) -> list[str]:
+           job: str | None = None, regrade_damaged: bool = True) -> list[str]:
     """Move staged partition files into place, delete emptied partitions, drop this job's staging.
 
     Idempotent, so a retried bundle is harmless. Files under ``_state/`` commit last: a run
     whose commit was cut short is redone by the next run. With ``job``, nothing moves unless
-    that job may write the output (it holds the lock, or no live job does).
+    that job may write the output (it holds the lock, or no live job does). With
+    ``regrade_damaged``, the runs of a partition found damaged are marked for regrading.
     """
     if job is not None:
         check_holder(output, job)
+    if regrade_damaged:
+        actions = mark_damaged(actions, output, staging)
     fault = _Fault()
     ordered = []
     # Every staged file is checked before the first one moves: staging removed under a job
     # (its lock lost) fails the commit whole, not after some partitions.
     for action, rel in sorted(actions, key=lambda a: (a[1].startswith("_state"), a[1], a[0])):
+        if action == DAMAGED:
+            continue
         if action == "write" and not FileSystems.exists(join(staging, rel)):
             if FileSystems.exists(join(output, rel)):  # already committed by an earlier attempt
                 continue
             raise FileNotFoundError(f"staged partition file missing: {join(staging, rel)}")
         ordered.append((action, rel))
     folders, others = _partition_listing(output, (rel.split("/", 1)[0] for action, rel in ordered if action == "write"))
+    # Whole-table aggregates: a partition that got no rows this time is gone.
+    produced = {join(output, rel) for _, rel in actions}
+    unproduced = [path for table in sorted(t for t in set(tables) if SPECS[t].replace is Replace.TABLE)
+                  for path in _table_files(output, table) if path not in produced]
+    # Nothing moves or goes unless every place it touches is inside the output, links resolved.
+    refuse_links(output, [join(output, rel) for _, rel in ordered] + [p for ps in others.values() for p in ps]
+                 + unproduced)
     committed = []
     for action, rel in ordered:
         dst = join(output, rel)
@@ -216,6 +283,8 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
             folder = _parent(dst)
             if folder not in folders:  # a new partition
                 _ensure_dir(folder)
+            if "://" not in dst and os.path.isdir(dst) and not os.path.islink(dst):
+                shutil.rmtree(dst)  # a folder where the partition's file goes (found damaged, refused links)
             FileSystems.rename([src], [dst])
             # Any other file in the partition is from an older writer: the partition is now `dst`.
             stale = others.get(folder)
@@ -227,13 +296,9 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
             _remove_empty_dirs(_parent(dst), output)
             committed.append(rel)
         fault.tick()
-    # Whole-table aggregates: a partition that got no rows this time is gone.
-    produced = {join(output, rel) for _, rel in actions}
-    for table in sorted(t for t in set(tables) if SPECS[t].replace is Replace.TABLE):
-        for path in _table_files(output, table):
-            if path not in produced:
-                FileSystems.delete([path])
-                _remove_empty_dirs(_parent(path), output)
+    for path in unproduced:
+        FileSystems.delete([path])
+        _remove_empty_dirs(_parent(path), output)
     _drop_staging(output, staging)
     LOG.info("committed %d partition file(s) under %s", len(committed), output)
     return committed
@@ -242,10 +307,11 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
 class WriteTables(beam.PTransform):
     """:class:`TableWrites` → hive-partitioned Parquet under ``output``; outputs committed paths."""
 
-    def __init__(self, output: str, token: str) -> None:
+    def __init__(self, output: str, token: str, regrade_damaged: bool = True) -> None:
         super().__init__()
         self.output = output.rstrip("/")
         self.token = token
+        self.regrade_damaged = regrade_damaged
         self.staging = join(self.output, f"{STAGING}/{token}")
 
     def expand(self, writes: TableWrites) -> beam.PCollection:
@@ -273,7 +339,7 @@ class WriteTables(beam.PTransform):
             | "CommitTrigger" >> beam.Impulse()  # one element: a Create adds three steps
             | "Commit" >> beam.FlatMap(
                 commit, beam.pvalue.AsList(actions), output=self.output, staging=self.staging, tables=names,
-                job=self.token)
+                job=self.token, regrade_damaged=self.regrade_damaged)
         )
 
 

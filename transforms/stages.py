@@ -20,14 +20,15 @@ from graders.grading.plan import PlanSet
 from graders.prepare import PreparedRun
 from graders.tables.state import GradingDigests, dead_state, drops_for, graded_state
 from transforms.duplicates import ResolveDuplicates
-from transforms.incremental import KEEP, DiscoverAndDecide, kept_identity, stored_rows_of
+from transforms.incremental import DAMAGED, KEEP, DiscoverAndDecide, kept_identity, stored_rows_of
 from transforms.prepare import DEAD, DEAD_STATE, PrepareRun
 from transforms.trace_verdicts import TaskReliability
 
 
 class ReadRuns(beam.PTransform):
     """PBegin → {"runs": runs to read, one folder per identity; "kept": stored state rows of the
-    runs not graded now; "dead"/"dead_state": the extra copies of a run, as dead letters}."""
+    runs not graded now; "dead"/"dead_state": the extra copies of a run, as dead letters;
+    "touched": partitions the sink must rewrite (every stored one, on --full)}."""
 
     def __init__(self, base: str, output: str, plans: PlanSet, cfg: TraceConfig, full: bool,
                  since: str | None, until: str | None) -> None:
@@ -37,9 +38,10 @@ class ReadRuns(beam.PTransform):
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
         # Listed and decided against the stored state in one step.
-        todo, kept = pbegin | "Discover" >> self.decide
+        todo, kept, touched = pbegin | "Discover" >> self.decide
         unique = (todo, kept) | "Identity" >> self.duplicates
-        return {"runs": unique.runs, "kept": kept, "dead": unique[DEAD], "dead_state": unique[DEAD_STATE]}
+        return {"runs": unique.runs, "kept": kept, "dead": unique[DEAD], "dead_state": unique[DEAD_STATE],
+                "touched": touched}
 
 
 class _Window(beam.DoFn):
@@ -130,14 +132,14 @@ def _graded_identity(state: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
 
 class TraceVerdicts(beam.PTransform):
     """{"verdicts": this job's ``trace_verdicts`` rows, "kept": {name: state rows of runs not
-    regraded}} → ``task_reliability`` rows over every run of each task, the kept ones' stored
-    verdicts included."""
+    regraded}} → {"rows": ``task_reliability`` rows over every run of each task, the kept ones'
+    stored verdicts included; "damaged": touches of stored partitions that cannot be read back}."""
 
     def __init__(self, output: str) -> None:
         super().__init__()
         self.output = output
 
-    def expand(self, inputs: dict[str, Any]) -> beam.PCollection:
+    def expand(self, inputs: dict[str, Any]) -> dict[str, beam.PCollection]:
         # Only the kept runs' identities are shuffled, grouped by partition; each partition's
         # stored verdicts are read where they are carried, so they never cross a shuffle.
         carried = (
@@ -147,7 +149,9 @@ class TraceVerdicts(beam.PTransform):
             )
             | "FlattenKeptKeys" >> beam.Flatten()
             | "GroupKeptByPartition" >> beam.GroupByKey()
-            | "CarriedVerdicts" >> beam.FlatMap(lambda kv, out: stored_rows_of(out, "trace_verdicts", kv), self.output)
+            | "CarriedVerdicts" >> beam.FlatMap(
+                lambda kv, out: stored_rows_of(out, "trace_verdicts", kv), self.output).with_outputs(
+                DAMAGED, main="rows")
         )
-        return (inputs["verdicts"], carried) | "Reliability" >> TaskReliability()
-
+        rows = (inputs["verdicts"], carried.rows) | "Reliability" >> TaskReliability()
+        return {"rows": rows, "damaged": carried[DAMAGED]}

@@ -1,4 +1,5 @@
-"""Deterministic Parquet encoding of table rows (same rows → byte-identical files)."""
+"""Deterministic Parquet encoding of table rows (same rows → byte-identical files), and the one
+validated decoding of every file an output holds (:class:`DamagedOutput` names a file that is not)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,37 @@ from schemas.tables import SPECS
 ROW_GROUP_SIZE = 64_000
 
 
-def decode_table(table: str, data: bytes) -> list[dict[str, Any]]:
-    """The rows of one partition file (without the partition columns)."""
-    return pq.read_table(io.BytesIO(data), schema=SPECS[table].schema).to_pylist()
+PARQUET_MAGIC = b"PAR1"
+
+
+class DamagedOutput(ValueError):
+    """A file of the output that cannot be read back as its table (truncated, overwritten, not
+    Parquet, not the table's columns): its path and what is wrong, in one line."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: damaged output file ({reason})")
+        self.path, self.reason = path, reason
+
+
+def damage(data: bytes) -> str | None:
+    """Why ``data`` is no complete Parquet file, from its ends alone (no decoding), or None."""
+    if len(data) < 12 or data[:4] != PARQUET_MAGIC or data[-4:] != PARQUET_MAGIC:
+        return f"not a complete Parquet file: {len(data)} bytes, no Parquet footer (truncated or overwritten?)"
+    return None
+
+
+def decode_table(table: str, data: bytes, path: str = "a stored partition") -> list[dict[str, Any]]:
+    """The rows of one partition file (without the partition columns); :class:`DamagedOutput`
+    naming ``path`` when they cannot be read as ``table``'s. Every reader of a stored file
+    (incremental state, the sink's merge, carried verdicts, statistics) decodes through here."""
+    reason = damage(data)
+    if reason is None:
+        try:
+            return pq.read_table(io.BytesIO(data), schema=SPECS[table].schema).to_pylist()
+        except (pa.ArrowException, OSError, ValueError, TypeError, IndexError, MemoryError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            reason = f"cannot be read as the {table} table: {first}"
+    raise DamagedOutput(path, reason)
 
 
 _ABSENT = (False, 0)

@@ -27,6 +27,14 @@ from schemas.version import FLEETGRADE_VERSION
 
 # A stored row to remove when a partition is rewritten: (table, workflow, date, identity).
 Drop = tuple[str, str | None, str | None, tuple[Any, ...]]
+TOUCH: tuple[Any, ...] = ()  # the identity of no row: a drop that only has the sink visit a partition
+
+
+def touch(table: str, workflow: str | None, date: str | None) -> Drop:
+    """A drop that removes nothing but has the sink rewrite the partition: a reader that found
+    it damaged (graders/tables/parquet.DamagedOutput) hands it to the sink, which rewrites it
+    from this job's rows and has the runs it held regraded (transforms/sink.py)."""
+    return table, workflow, date, TOUCH
 
 
 def listing_digest(listing: Iterable[tuple[Any, ...]]) -> str:
@@ -148,6 +156,7 @@ class StoredState:
 
     def __init__(self, rows: Iterable[dict[str, Any]] = ()) -> None:
         self._rows: dict[str, bytes | list[bytes]] = {}
+        self.workflows: set[str] = set()  # every workflow named: a hashed partition's name is one
         for row in rows:
             self.add(row)
 
@@ -155,6 +164,8 @@ class StoredState:
         blob = _ENCODER.encode(_Stored(*(
             _pack_digest(row.get(f)) if f in _DIGEST_FIELDS else row.get(f) for f in _STORED_FIELDS)))
         root = row["root"]
+        if row.get("workflow"):
+            self.workflows.add(row["workflow"])
         held = self._rows.get(root)
         if held is None:
             self._rows[root] = blob

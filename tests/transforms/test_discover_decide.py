@@ -105,7 +105,7 @@ def test_discover_and_decide_in_a_pipeline(tmp_path: Path) -> None:
     base = str(tmp_path)
     now = {root: listing_fingerprint(listing_digest(list_run(base, root))) for root in ROOTS}
     with local_test_pipeline() as p:
-        todo, kept = p | DiscoverAndDecide(base, str(tmp_path / "out"), PlanSet(default_plan()), default_config())
+        todo, kept, _ = p | DiscoverAndDecide(base, str(tmp_path / "out"), PlanSet(default_plan()), default_config())
         assert_that(todo, equal_to([(root, now[root], None) for root in ROOTS]), label="todo")
         assert_that(kept, equal_to([]), label="kept")
 
