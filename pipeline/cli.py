@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import NoReturn
 
 from pipeline.beam_flags import beam_option_strings, split_beam_flags
-from pipeline.console import configure_logging
+from pipeline.console import command_logging
 from pipeline.errors import USAGE_EXIT, UsageError, one_line
 from schemas.version import FLEETGRADE_VERSION
 
@@ -159,7 +159,11 @@ _USER_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOTDIR
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = command_of(argv)
-    configure_logging()  # warnings of every command, escaped (`run` sets its --log-level)
+    with command_logging():  # warnings of every command, escaped (`run` sets its --log-level)
+        return _main(argv, command)
+
+
+def _main(argv: list[str], command: str | None) -> int:
     try:
         args = _parse(argv, command)
         if not getattr(args, "func", None):

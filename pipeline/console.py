@@ -8,7 +8,8 @@ identity or a message from an artifact is one line of printable text whichever m
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from graders.runs.console import printable
@@ -40,6 +41,25 @@ def configure_logging(level: str | int = logging.WARNING) -> None:
     handler.setFormatter(EscapingFormatter(LOG_FORMAT))
     root.addHandler(handler)
     root.setLevel(level)
+
+
+@contextmanager
+def command_logging() -> Iterator[None]:
+    """A command's logging (:func:`configure_logging`), and the root logger as it was once the
+    command returns: ``main()`` called twice in one process (tests) leaves no level behind."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    configure_logging()
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+        for handler in handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(level)
 
 
 def printable_lines(text: str) -> str:
