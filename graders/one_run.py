@@ -5,9 +5,10 @@ its table rows, the whole ``runs`` row included.
 ``RunGrader``, so a run's rows are made the same way everywhere; the Beam graph only routes them.
 
 Each family is graded on its own, as its own step was before: a family that raises (a
-RecursionError, a sandbox that breaks) loses only its own rows, and the run becomes one dead letter
-with no ``runs`` row (inputs = graded + dead-lettered). Failures are kept as text, never as
-exceptions: a kept exception's traceback holds this frame, a reference cycle, and workers collect
+RecursionError, a sandbox that breaks) does not stop the others, and the run becomes one dead
+letter and nothing else (no ``runs``, ``grader_results`` or ``trace_verdicts`` row: a run is
+graded or dead-lettered, never both; inputs = graded + dead-lettered). Failures are kept as
+text, never as exceptions: a kept exception's traceback holds this frame, a reference cycle, and workers collect
 cycles rarely (transforms/heap.py).
 """
 
@@ -205,10 +206,9 @@ class RunGrader:
             if strict:
                 raise
             failures.append(_caught(exc))
-        dead = None
-        if failures:  # one dead letter per run: the first failure by (error class, message)
-            run, dead = None, grade_failure_row(prep.meta, min(failures))
-        return RunGrades(results, rows, run, verdict, dead, by_family, drift if dead is None else [])
+        if failures:  # one dead letter per run, the first failure by (error class, message), and no other row
+            return RunGrades([], [], None, None, grade_failure_row(prep.meta, min(failures)))
+        return RunGrades(results, rows, run, verdict, None, by_family, drift)
 
     def _grade_family(self, prep: PreparedRun, plan: GradingPlan, family: str,
                       ids: frozenset[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

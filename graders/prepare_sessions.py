@@ -8,22 +8,27 @@ the session's first timestamp, else a ``YYYY-MM-DD`` folder above it. Attempt 1 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
-from graders.formats import SNIFF_BYTES, FormatError, Session, Source, read_file, sniff
+from graders.formats import SNIFF_BYTES, Session, Source, read_file, sniff
 from graders.formats.claude_code import SUBAGENT_FILE
 from graders.formats.ghaw.preprocess import PreprocessReport
+from graders.formats.session import ON_RECORD
 from graders.prepare import PreparedRun
-from graders.runs.layout import DATE_DIR, layout_hints
+from graders.runs.layout import DATE_DIR, layout_hints, not_a_date_folder
 from graders.runs.runfiles import RunFiles
 from graders.runs.runmeta import (
     MAX_REPOSITORY_CHARS,
     MAX_RUN_ID_CHARS,
     MAX_WORKFLOW_CHARS,
+    RUN_DATES,
     MetadataError,
     check_name,
+    parse_attempt,
     utc_date_of,
 )
 from schemas.documents import RunMeta
@@ -60,9 +65,13 @@ def session_meta(session: Session, file_rel: str, hint: str, display: str) -> Ru
     workflow = session.workflow or _folder_workflow(hint) or session.kind
     run_id = session.run_id or stem
     if session.created_at is not None:
-        date = utc_date_of(session.created_at, display)
+        date = utc_date_of(session.created_at, display, "the session's first timestamp")
     else:
         found = layout_hints(f"{hint}/x" if hint else "x")[2]
+        bad_folder = not_a_date_folder(f"{hint}/x")
+        if found is None and bad_folder is not None:
+            raise MetadataError(f"{display}: no timestamp in the file, and the folder {bad_folder!r} above it is "
+                                f"not a real date (YYYY-MM-DD) within the run dates fleetgrade grades ({RUN_DATES})")
         if found is None:
             raise MetadataError(f"{display}: cannot determine the session's date (no timestamp in the file "
                                 "and no YYYY-MM-DD folder above it)")
@@ -71,20 +80,56 @@ def session_meta(session: Session, file_rel: str, hint: str, display: str) -> Ru
     check_name(run_id, "run id", MAX_RUN_ID_CHARS, display)
     if session.repository is not None:
         check_name(session.repository, "repository", MAX_REPOSITORY_CHARS, display)
-    return RunMeta(workflow=workflow, run_id=run_id, attempt=session.attempt or 1, date=date,
+    return RunMeta(workflow=workflow, run_id=run_id, attempt=parse_attempt(session.attempt, display), date=date,
                    created_at=session.created_at, repository=session.repository,
                    metadata_source="file" if from_file else "layout", root=display)
 
 
-def _digest(parts: list[tuple[str, bytes]]) -> str:
+class FileStream:
+    """A session file read as its reader asks (``graders.formats.session.Stream``), never held
+    whole: its lines block by block under the run's read budget (``RunFiles.iter_line_batches``,
+    which also takes its digest), its head for sniffing."""
+
+    def __init__(self, files: RunFiles, rel: str) -> None:
+        self.files, self.rel = files, rel
+        self._head = b""
+
+    def head(self, size: int) -> bytes:
+        # Not charged to the budget: the same bytes are, when the file is read.
+        if len(self._head) < size:
+            with self.files.open(self.rel) as fh:
+                self._head = fh.read(size)
+        return self._head[:size]
+
+    def lines(self) -> Iterator[bytes]:
+        for batch in self.files.iter_line_batches(self.rel):
+            yield from batch
+
+    def read(self) -> bytes:
+        return self.files.read(self.rel)
+
+    def digest(self) -> tuple[int, str]:
+        """(bytes, SHA-256) of the file; read through now if its reader did not read it all."""
+        if self.rel not in self.files.file_digests:
+            for _ in self.files.iter_line_batches(self.rel):
+                pass
+        return self.files.read_sizes[self.rel], self.files.file_digests[self.rel]
+
+
+def _digest(parts: list[tuple[str, int, str]]) -> str:
+    """The session's input digest from each file's (path, bytes, SHA-256)."""
     h = hashlib.sha256()
-    for rel, data in parts:
-        h.update(f"{rel}\0{len(data)}\0{hashlib.sha256(data).hexdigest()}\n".encode())
+    for rel, size, sha in parts:
+        h.update(f"{rel}\0{size}\0{sha}\n".encode())
     return h.hexdigest()
 
 
 def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | SessionFailure | NotASession]:
-    """Every session of every file in ``files`` (one folder's session files)."""
+    """Every session of every file in ``files`` (one folder's session files), one file at a time.
+
+    Whatever reading one file raises (a reader's bug included) is that file's failure: the
+    generator itself does not raise, so its sessions can be graded as they come, each file read
+    as a stream and freed before the next (docs/hostile-input.md, "Memory")."""
     root = files.root.rstrip("/")
     names = sorted(files.sizes)
     subagent = {rel for rel in names if SUBAGENT_FILE.match(rel) and f"{rel.split('/', 1)[0]}.jsonl" in names}
@@ -98,23 +143,28 @@ def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | Sessi
         own = [rel, *(r for r in sorted(subagent) if r.startswith(stem + "/"))]
         # Each session file is an input of its own: its own read budget (bytes, time), not the folder's.
         one = RunFiles(files.root, {r: files.sizes[r] for r in own}, files.open)
+        streams = {r: FileStream(one, r) for r in own}
+        prepared: list[PreparedRun] = []
         try:
-            data = one.read(rel)
-            if rel.endswith(".json") and sniff(rel, data[:SNIFF_BYTES]) is None:
+            if rel.endswith(".json") and sniff(rel, streams[rel].head(SNIFF_BYTES)) is None:
                 yield NotASession(display)
                 continue
-            related = {r: one.read(r) for r in own[1:]}
-            sessions = read_file(Source(display, data, related))
-            digest = _digest([(rel, data), *related.items()])
-            prepared = []
+            counted = ON_RECORD.set(functools.partial(one.keep, 1, rel))
+            try:
+                sessions: Any = read_file(Source(display, streams[rel], {r: streams[r] for r in own[1:]}))
+            finally:
+                ON_RECORD.reset(counted)
+            parts = [(r, *streams[r].digest()) for r in own]
+            digest = _digest(parts)
             for s in sessions:
                 meta = session_meta(s, rel, folder_hint, display)
                 report = PreprocessReport(sources={"session": rel}, warnings=list(s.warnings),
-                                          bytes_read=len(data) + sum(map(len, related.values())))
+                                          bytes_read=sum(size for _, size, _ in parts))
                 run = s.run(task=meta.workflow, run_id=meta.run_id)
                 prepared.append(PreparedRun(meta, s.trace(), report, digest, source_kind=s.kind, steps_run=run))
+            sessions = None  # the readers' sessions are not kept while their runs are graded
             one.check_time(rel)
-        except (FormatError, MetadataError, ValueError, OSError, RecursionError, MemoryError) as exc:
+        except Exception as exc:  # this file's failure, never the folder's: the others are graded
             yield SessionFailure(display, exc, _folder_workflow(folder_hint) or wf_hint, date_hint)
             continue
         finally:

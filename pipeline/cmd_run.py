@@ -59,11 +59,12 @@ def handle(args: argparse.Namespace) -> int:
             return 0
         late = counter(result, "runs_prepared_out_of_window")
         window = counter(result, "runs_out_of_window") + late
+        dead_at_grading = counter(result, "runs_dead_lettered_grading")  # transforms.grade.DEAD_AT_GRADING
         LOG.info(
             "%d run(s) discovered: %d graded, %d dead-lettered, %d unchanged, %d outside --since/--until; "
             "%d stray file(s) skipped; %d partition file(s) written, %d unchanged, in %.1fs → %s",
-            counter(result, "runs_discovered"), counter(result, "runs_prepared") - late,
-            counter(result, "runs_dead_lettered"), counter(result, "runs_unchanged"), window,
+            counter(result, "runs_discovered"), counter(result, "runs_prepared") - late - dead_at_grading,
+            counter(result, "runs_dead_lettered") + dead_at_grading, counter(result, "runs_unchanged"), window,
             counter(result, "stray_files_skipped"), counter(result, "partitions_written"),
             counter(result, "partitions_unchanged"), time.monotonic() - started, args.output,
         )

@@ -20,6 +20,8 @@ from graders.stats.cells import run_observations
 
 SANDBOX_MIN_RAM = "4GB"
 RUNS, VERDICTS, DEAD, DRIFT, STATS = "runs", "trace_verdicts", "dead_letter", "grader_drift", "stats"  # side outputs
+# Runs prepared, then dead-lettered by grading: counted dead, not graded, in the job's summary.
+DEAD_AT_GRADING = "runs_dead_lettered_grading"
 
 
 class GradeRun(beam.DoFn):
@@ -33,6 +35,7 @@ class GradeRun(beam.DoFn):
         families = [*plans.families(), OBSERVED]  # the observed family is graded beside every plan
         self.graded = {f: Metrics.counter("fleetgrade", f"graded_{f}") for f in families}
         self.errors = {f: Metrics.counter("fleetgrade", f"grader_errors_{f}") for f in families}
+        self.dead = Metrics.counter("fleetgrade", DEAD_AT_GRADING)
 
     def setup(self) -> None:
         self.executors = open_executors(self.plans.families(), self.plans.allow_unsandboxed)
@@ -40,6 +43,8 @@ class GradeRun(beam.DoFn):
 
     def process(self, prep: PreparedRun) -> Iterator[Any]:
         grades = self.grader.grade(prep)
+        if grades.dead_letter is not None:
+            self.dead.inc()
         for family, results in grades.by_family.items():
             self.graded[family].inc(len(results))
             self.errors[family].inc(sum(r["status"] == "error" for r in results))
@@ -61,6 +66,7 @@ class GradeRun(beam.DoFn):
 def failure_row(bad: tuple[Any, Any]) -> dict[str, Any]:
     """The dead letter of a record a step's ``with_exception_handling`` caught."""
     element, exc_info = bad
+    Metrics.counter("fleetgrade", DEAD_AT_GRADING).inc()
     return grade_failure_row(getattr(element, "meta", None), failure_text(exc_info))
 
 

@@ -113,13 +113,14 @@ class PrepareRun(beam.DoFn):
                 raise FileNotFoundError(f"{root}: the run folder has no files any more "
                                         "(it had when discovered)")
             files = beam_run_files(root, listing)
-            try:
-                if holds_sessions(files):  # a folder of session files: a run per session (graders/formats)
-                    sessions = list(prepare_sessions(files, hint_path(self.base, root_rel)))
-                else:
+            if holds_sessions(files):  # a folder of session files: a run per session (graders/formats)
+                # Read and graded one file at a time (each file's failure is its own): never all held.
+                sessions = prepare_sessions(files, hint_path(self.base, root_rel))
+            else:
+                try:
                     prep: PreparedRun = prepare_run(files, hint_path(self.base, root_rel))
-            finally:
-                self.bytes.inc(files.bytes_read)
+                finally:
+                    self.bytes.inc(files.bytes_read)
         except Exception as exc:  # every ungradable run becomes a row, never a failed job
             self.dead.inc()
             LOG.warning("dead letter: %s", exc)
@@ -130,26 +131,32 @@ class PrepareRun(beam.DoFn):
             yield beam.pvalue.TaggedOutput(DEAD_STATE, (row, digest, previous))
             return
         if holds_sessions(files):
-            yield from self._sessions(sessions, digest, previous)
+            try:
+                yield from self._sessions(sessions, digest, previous)
+            finally:
+                self.bytes.inc(files.bytes_read)
             return
         self.prepared.inc()
         prep.previous = previous
         prep.listing_digest = digest
         yield prep
 
-    def _sessions(self, sessions: list[PreparedRun | SessionFailure | NotASession], digest: str,
+    def _sessions(self, sessions: Iterator[PreparedRun | SessionFailure | NotASession], digest: str,
                   previous: Any) -> Iterator[Any]:
         """Each session a prepared run; each file no reader could read a dead letter naming it."""
-        strays = sum(isinstance(item, NotASession) for item in sessions)
-        self.stray.inc(strays)
-        self.discovered.inc(len(sessions) - strays - 1)
-        # The progress line counted the folder as one run, discovered and done: it counts its sessions.
-        self._tally.add(DISCOVERED, len(sessions) - strays - 1)
-        self._tally.add(DONE, len(sessions) - strays - 1)
+        # The folder was counted as one run, discovered and done (the progress line too): it
+        # counts as its sessions, so one less than the sessions and failures it holds.
+        self.discovered.inc(-1)
+        self._tally.add(DISCOVERED, -1)
+        self._tally.add(DONE, -1)
         for item in sessions:
             if isinstance(item, NotASession):
+                self.stray.inc()
                 LOG.info("not an agent session or trace, skipped: %s", item.path)
                 continue
+            self.discovered.inc()
+            self._tally.add(DISCOVERED)
+            self._tally.add(DONE)
             if isinstance(item, SessionFailure):
                 self.dead.inc()
                 LOG.warning("dead letter: %s", item.error)

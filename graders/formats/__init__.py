@@ -59,7 +59,7 @@ def sniff(name: str, head: bytes) -> Format | None:
 
 def read_file(source: Source) -> list[Session]:
     """The sessions of one file, whatever its format; :class:`FormatError` when none reads it."""
-    fmt = sniff(source.name, source.data[:SNIFF_BYTES])
+    fmt = sniff(source.name, source.head(SNIFF_BYTES))
     if fmt is None:
         raise FormatError(f"{source.name}: not a recognised agent session or trace format "
                           f"(tried {', '.join(sorted(f.kind for f in formats() if not f.folder))})")

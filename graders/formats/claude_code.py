@@ -132,8 +132,9 @@ class _Thread:
                 self.calls.append(Call(_text(b.get("name") or ""), inp if isinstance(inp, dict) else {},
                                        None, "", text(b.get("id")), self.agent))
             elif b.get("type") == "tool_result":
+                # Only its first characters are ever read (``finish``): the rest is not kept.
                 self.results[_key(b.get("tool_use_id"))] = (not bool(b.get("is_error")),
-                                                            result_text(b.get("content")))
+                                                            result_text(b.get("content"))[:OBSERVATION_CHARS])
 
     def _usage(self, o: dict[str, Any], msg: dict[str, Any]) -> None:
         u = msg.get("usage")
@@ -179,12 +180,16 @@ def _subagent_files(source: Source) -> dict[str, Source]:
 
 
 def read_session(source: Source) -> Session:
+    """Lines are read as they stream by, into their agent's thread, not kept: a transcript's
+    parsed lines took several times its bytes (docs/hostile-input.md, "Memory")."""
     session = Session(KIND, source.name)
-    main: list[tuple[int, dict[str, Any]]] = []
-    progress: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-    sidechain: list[tuple[int, dict[str, Any]]] = []
+    parent = _Thread(None)
+    files = _subagent_files(source)
+    progress: dict[str, _Thread] = {}  # agents with no file of their own, in order of first line
+    sidechain: dict[str, _Thread] = {}
     task_agent: dict[Any, str] = {}  # the Task call's tool_use id -> the subagent it ran
-    for lineno, o in json_lines(source, session.warnings):
+    messages = agent_progress = False
+    for _, o in json_lines(source, session.warnings):
         session.run_id = session.run_id or text(o.get("sessionId")) or text(o.get("session_id"))
         session.created_at = session.created_at or iso_time(o.get("timestamp"))
         data = o.get("data")
@@ -192,13 +197,19 @@ def read_session(source: Source) -> Session:
             agent = text(data.get("agentId"))
             nested = data.get("message")
             if agent is not None and isinstance(nested, dict):
-                progress.setdefault(agent, []).append((lineno, nested))
-                parent = _key(o.get("parentToolUseID"))
-                if parent is not None:
-                    task_agent.setdefault(parent, agent)
+                agent_progress = True
+                if agent not in files:
+                    thread = progress.get(agent) or progress.setdefault(agent, _Thread(agent))
+                    thread.add(nested)
+                parent_id = _key(o.get("parentToolUseID"))
+                if parent_id is not None:
+                    task_agent.setdefault(parent_id, agent)
             continue
+        messages = messages or o.get("type") in ("user", "assistant")
         if o.get("isSidechain") is True:  # older versions wrote subagent lines inline
-            sidechain.append((lineno, o))
+            agent = text(o.get("agentId")) or "sidechain"
+            thread = sidechain.get(agent) or sidechain.setdefault(agent, _Thread(agent))
+            thread.add(o)
             continue
         tur = o.get("toolUseResult")
         if isinstance(tur, dict) and text(tur.get("agentId")) is not None:
@@ -206,23 +217,18 @@ def read_session(source: Source) -> Session:
             for b in (msg.get("content") if isinstance(msg, dict) else None) or []:
                 if isinstance(b, dict) and b.get("type") == "tool_result":
                     task_agent[_key(b.get("tool_use_id"))] = text(tur.get("agentId")) or ""
-        main.append((lineno, o))
-    if not progress and not any(o.get("type") in ("user", "assistant") for _, o in [*main, *sidechain]):
+        parent.add(o)
+    if not agent_progress and not messages:
         raise FormatError(f"{source.name}: no Claude Code transcript lines (user/assistant messages)")
     # A subagent's steps: its own file, else the parent's progress lines (the same steps; never both).
     threads: dict[str, _Thread] = {}
-    for agent, sub in _subagent_files(source).items():
+    for agent, sub in files.items():
         threads[agent] = _read_thread(json_lines(sub, session.warnings), agent)
-    for agent, lines in progress.items():
-        if agent not in threads:
-            threads[agent] = _read_thread(lines, agent)
-    if sidechain:
-        inline = sorted({text(o.get("agentId")) or "sidechain" for _, o in sidechain})
-        for agent in inline:
-            if agent not in threads:
-                threads[agent] = _read_thread(
-                    ((n, o) for n, o in sidechain if (text(o.get("agentId")) or "sidechain") == agent), agent)
-    parent = _read_thread(main, None)
+    threads.update(progress)
+    for agent in sorted(sidechain):
+        threads.setdefault(agent, sidechain[agent])
+    for thread in (*progress.values(), *sidechain.values(), parent):
+        thread.finish()
     placed: set[str] = set()
     for c in parent.calls:
         session.calls.append(c)

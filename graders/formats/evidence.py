@@ -24,6 +24,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Annotated, Any, Final, Literal, NamedTuple
 
 import msgspec
@@ -217,6 +218,7 @@ def _lines(files: RunFiles, rel: str, reading: _Reading) -> Iterator[tuple[int, 
     for lineno, raw in enumerate(files.iter_lines(rel), start=1):
         record = _record(raw, rel, reading)
         if record is not None:
+            files.keep(1, rel)  # a caller may hold them all (pair_rpc_records): the run's record budget
             yield lineno, record
 
 
@@ -749,7 +751,7 @@ def _debug_bodies(files: RunFiles, rel: str, reading: _Reading) -> Iterator[Any]
     timestamped line); a body that is not JSON, or too large, is counted and skipped."""
     body: list[bytes] | None = None
     size = 0
-    for raw in [*files.iter_lines(rel), b"0000-00-00T end"]:
+    for raw in chain(files.iter_lines(rel), [b"0000-00-00T end"]):  # streamed: the log is never held whole
         if body is not None and _LOG_LINE_START.match(raw):
             if size <= MAX_DEBUG_BODY:
                 try:

@@ -19,7 +19,6 @@ Two readings:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -36,6 +35,7 @@ from graders.formats.session import (
     json_lines,
 )
 from graders.grading.registry import input_format
+from graders.jsrt.jscompat import stable_stringify
 
 KIND = "hook-log"
 Line = str | bytes | dict[str, Any]
@@ -110,7 +110,7 @@ def arguments(ev: dict[str, Any]) -> dict[str, Any]:
 
 def _key(ev: dict[str, Any]) -> tuple[str, str, str]:
     return (_text(ev.get("session_id") or ""), tool_of(ev) or "",
-            json.dumps(arguments(ev), sort_keys=True, default=str))
+            stable_stringify(arguments(ev)))
 
 
 def dedupe(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -17,7 +17,6 @@ parentSpanId, name, startTime: [s, ns], endTime, status, attributes: {…}}`` (C
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,9 +30,11 @@ from graders.formats.session import (
     count,
     first_object,
     iso_time,
+    json_text,
     text,
 )
 from graders.grading.registry import input_format
+from graders.jsrt.jsonio import JsonError, parse_json
 
 KIND = "otel-genai"
 LLM_OPERATIONS = frozenset({"chat", "generate_content", "text_completion"})
@@ -129,18 +130,18 @@ def _document_spans(doc: dict[str, Any]) -> list[Span]:
 
 
 def parse_spans(source: Source) -> list[Span]:
-    text_ = source.data.decode("utf-8", errors="replace")
+    text_ = source.read().decode("utf-8", errors="replace")
     try:
-        whole = json.loads(text_)
-    except (ValueError, RecursionError):
+        whole = parse_json(text_)
+    except JsonError:
         whole = None
     if isinstance(whole, dict) and "resourceSpans" in whole:
         return _document_spans(whole)
     spans: list[Span] = []
     for line in text_.splitlines():
         try:
-            obj = json.loads(line) if line.strip() else None
-        except (ValueError, RecursionError):
+            obj = parse_json(line) if line.strip() else None
+        except JsonError:
             continue
         if isinstance(obj, dict) and "resourceSpans" in obj:
             spans.extend(_document_spans(obj))
@@ -153,8 +154,8 @@ def parse_spans(source: Source) -> list[Span]:
 def _args(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except (ValueError, RecursionError):
+            value = parse_json(value)
+        except JsonError:
             return {"arguments": value}
     if isinstance(value, dict):
         return value
@@ -164,7 +165,7 @@ def _args(value: Any) -> dict[str, Any]:
 def _result(value: Any) -> str:
     if value is None:
         return ""
-    return value if isinstance(value, str) else json.dumps(value, default=str)
+    return value if isinstance(value, str) else json_text(value)
 
 
 def _usage(s: Span, agent: str | None) -> Usage:

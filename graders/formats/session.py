@@ -8,13 +8,16 @@ unchanged) and the trace-rules ``Run`` (its steps).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from graders.formats.ghaw.trace import run_from_ghaw_trace
 from graders.formats.model import Run, Step
+from graders.jsrt.jscompat import js_stringify
+from graders.jsrt.jsonio import TOO_DEEP, JsonError, JsonTooDeep, parse_json
 
 if TYPE_CHECKING:
     from graders.runs.runfiles import RunFiles
@@ -28,16 +31,54 @@ class FormatError(ValueError):
     """A file its format's reader cannot read; the message names the file and the problem."""
 
 
+class Stream(Protocol):
+    """A file read as it is used, not held whole (``fleetgrade run``'s session files: a run may
+    read 1 GiB, and holding it all was most of the job's peak memory; docs/hostile-input.md)."""
+
+    def head(self, size: int) -> bytes:
+        """The file's first ``size`` bytes (what a sniffer sees)."""
+
+    def lines(self) -> Iterator[bytes]:
+        """The file's lines split on ``\\n``, without it, read block by block."""
+
+    def read(self) -> bytes:
+        """The whole file (a JSON document format)."""
+
+
 @dataclass
 class Source:
-    """One input file: its name (as shown in messages), bytes, and the files it names
-    (``related``: path relative to the file's folder → bytes, e.g. Claude Code subagent files).
-    A folder format (gh-aw) gets its folder as ``files`` instead."""
+    """One input file: its name (as shown in messages), its bytes or a :class:`Stream` of them,
+    and the files it names (``related``: path relative to the file's folder → bytes or stream,
+    e.g. Claude Code subagent files). A folder format (gh-aw) gets its folder as ``files``
+    instead. Readers use :meth:`head`, :meth:`lines` and :meth:`read`, never ``data`` itself."""
 
     name: str
-    data: bytes = b""
-    related: Mapping[str, bytes] = field(default_factory=dict)
+    data: bytes | Stream = b""
+    related: Mapping[str, bytes | Stream] = field(default_factory=dict)
     files: RunFiles | None = None
+
+    def head(self, size: int) -> bytes:
+        return self.data[:size] if isinstance(self.data, bytes) else self.data.head(size)
+
+    def lines(self) -> Iterator[bytes]:
+        if isinstance(self.data, bytes):
+            return iter(self.data.split(b"\n"))
+        return self.data.lines()
+
+    def read(self) -> bytes:
+        return self.data if isinstance(self.data, bytes) else self.data.read()
+
+
+# Called once per record a reader keeps (a call, a usage record) while ``fleetgrade run`` reads a
+# file (``prepare_sessions``): a run's budget counts records as well as bytes, as a few bytes of
+# input can make a record of hundreds (graders/runs/runfiles.MAX_RUN_RECORDS).
+ON_RECORD: ContextVar[Callable[[], None] | None] = ContextVar("on_record", default=None)
+
+
+def _kept() -> None:
+    on_record = ON_RECORD.get()
+    if on_record is not None:
+        on_record()
 
 
 @dataclass(slots=True)
@@ -53,6 +94,9 @@ class Call:
     agent: str | None = None  # the subagent that made the call; None for the main agent
     error: str | None = None
 
+    def __post_init__(self) -> None:
+        _kept()
+
 
 @dataclass(slots=True)
 class Usage:
@@ -67,6 +111,9 @@ class Usage:
     purpose: str | None = None
     agent: str | None = None
     requests: int = 1  # an aggregate record (Copilot ``session.shutdown``) stands for several
+
+    def __post_init__(self) -> None:
+        _kept()
 
 
 @dataclass
@@ -164,22 +211,29 @@ def ghaw_trace(calls: list[Call], usage: list[Usage]) -> dict[str, Any]:
 # ---- helpers shared by the readers -------------------------------------------------------------
 
 def json_lines(source: Source, warnings: list[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) of every JSON-object line; other lines are skipped with a warning."""
-    text = source.data.decode("utf-8", errors="replace")
-    for lineno, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError):
-            if warnings is not None:
-                warnings.append(f"{source.name}:{lineno}: skipped: not valid JSON")
-            continue
-        if isinstance(obj, dict):
-            yield lineno, obj
-        elif warnings is not None:
-            warnings.append(f"{source.name}:{lineno}: skipped: not a JSON object")
+    """(line number, object) of every JSON-object line, as ``JSON.parse`` reads it (numbers and
+    depth: ``graders.jsrt.jsonio``); other lines are skipped with a warning.
+
+    Lines are numbered as ``str.splitlines`` numbers the decoded file (a ``\\r`` or ``\\x85``
+    ends a line too), one ``\\n``-line at a time, so the file is never decoded whole."""
+    lineno = 0
+    for raw in source.lines():
+        for line in raw.decode("utf-8", errors="replace").splitlines() or [""]:
+            lineno += 1
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = parse_json(line)
+            except JsonError as exc:
+                if warnings is not None:
+                    reason = TOO_DEEP if isinstance(exc, JsonTooDeep) else "not valid JSON"
+                    warnings.append(f"{source.name}:{lineno}: skipped: {reason}")
+                continue
+            if isinstance(obj, dict):
+                yield lineno, obj
+            elif warnings is not None:
+                warnings.append(f"{source.name}:{lineno}: skipped: not a JSON object")
 
 
 def first_object(head: bytes) -> dict[str, Any] | None:
@@ -189,8 +243,8 @@ def first_object(head: bytes) -> dict[str, Any] | None:
         if not raw:
             continue
         try:
-            obj = json.loads(raw)
-        except (ValueError, RecursionError):
+            obj = parse_json(raw)
+        except JsonError:
             return None
         return obj if isinstance(obj, dict) else None
     return None
@@ -243,7 +297,15 @@ def iso_time(value: Any) -> str | None:
     return None
 
 
+def json_text(value: Any) -> str:
+    """``json.dumps`` of a parsed value, at any depth it was read to (``jsonio.MAX_DEPTH``)."""
+    try:
+        return json.dumps(value, default=str)
+    except RecursionError:
+        return js_stringify(value) or ""
+
+
 def error_text(value: Any) -> str:
     if isinstance(value, dict):
         value = value.get("message", value.get("error"))
-    return value if isinstance(value, str) else ("" if value is None else json.dumps(value, default=str))
+    return value if isinstance(value, str) else ("" if value is None else json_text(value))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Final
 
@@ -349,25 +349,24 @@ def _stringify(value: Any) -> str:
     return "null"
 
 
-def _stringify_nested(value: Any) -> str:
-    """``_stringify`` with an explicit stack instead of recursion: the same text at any depth."""
+# An array's or object's text, opened: its first character, the (separator and key, value) pairs
+# still to write, and its last character; None for a scalar.
+Opened = tuple[str, Iterator[tuple[str, Any]], str] | None
+
+
+def _nested_text(value: Any, opened: Callable[[Any], Opened], scalar: Callable[[Any], str]) -> str:
+    """JSON text written with an explicit stack instead of recursion: the same text at any depth."""
     out: list[str] = []
-    # Per open array or object: the (separator and key, value) pairs still to write, and its end.
-    stack: list[tuple[Iterator[tuple[str, Any]], str]] = []
+    stack: list[tuple[Iterator[tuple[str, Any]], str]] = []  # per open array or object
 
     def enter(prefix: str, v: Any) -> None:
         out.append(prefix)
-        if isinstance(v, _ARRAYS):
-            out.append("[")
-            items = (("," if i else "", x) for i, x in enumerate(v))
-            stack.append((items, "]"))
-        elif isinstance(v, dict):
-            out.append("{")
-            keys = [k for k in js_key_order(v) if v[k] is not UNDEFINED]
-            pairs = ((("," if i else "") + _quote(k) + ":", v[k]) for i, k in enumerate(keys))
-            stack.append((pairs, "}"))
+        container = opened(v)
+        if container is None:
+            out.append(scalar(v))
         else:
-            out.append(_stringify(v))  # a scalar; undefined in an array is "null"
+            out.append(container[0])
+            stack.append(container[1:])
 
     enter("", value)
     while stack:
@@ -381,6 +380,24 @@ def _stringify_nested(value: Any) -> str:
     return "".join(out)
 
 
+def _items(v: Any) -> Iterator[tuple[str, Any]]:
+    return (("," if i else "", x) for i, x in enumerate(v))
+
+
+def _js_opened(v: Any) -> Opened:
+    if isinstance(v, _ARRAYS):
+        return "[", _items(v), "]"
+    if isinstance(v, dict):
+        keys = [k for k in js_key_order(v) if v[k] is not UNDEFINED]
+        return "{", ((("," if i else "") + _quote(k) + ":", v[k]) for i, k in enumerate(keys)), "}"
+    return None
+
+
+def _stringify_nested(value: Any) -> str:
+    """``_stringify`` without recursion (undefined in an array is "null", as ``_stringify`` writes it)."""
+    return _nested_text(value, _js_opened, _stringify)
+
+
 def js_sort_key(text: str) -> bytes:
     """Default ``Array.prototype.sort`` order for strings (UTF-16 code units)."""
     return text.encode("utf-16-be", "surrogatepass")
@@ -392,7 +409,33 @@ def stable_stringify(value: Any) -> str:
         text = _orjson_text(value, True)
         if text is not None:
             return text
-    return _stable_stringify(value)
+    try:
+        return _stable_stringify(value)
+    except RecursionError:  # valid data nested deeper than the stack allows (orjson stops at 255)
+        return _stable_stringify_nested(value)
+
+
+def _sorted_keys(value: dict[str, Any]) -> list[str]:
+    keys = list(value)
+    # For ASCII keys code-point order is UTF-16 order; others need the UTF-16 sort key.
+    if all(k.isascii() for k in keys):
+        keys.sort()
+    else:
+        keys.sort(key=js_sort_key)
+    return keys
+
+
+def _stable_opened(v: Any) -> Opened:
+    if isinstance(v, dict):
+        return "{", ((("," if i else "") + _quote(k) + ":", v[k]) for i, k in enumerate(_sorted_keys(v))), "}"
+    if isinstance(v, _ARRAYS):
+        return "[", _items(v), "]"
+    return None
+
+
+def _stable_stringify_nested(value: Any) -> str:
+    """``_stable_stringify`` without recursion: the same text at any depth."""
+    return _nested_text(value, _stable_opened, _stable_stringify)
 
 
 def _stable_stringify(value: Any) -> str:
@@ -401,13 +444,7 @@ def _stable_stringify(value: Any) -> str:
     if t is str:
         return _quote(value)
     if isinstance(value, dict):
-        keys = list(value)
-        # For ASCII keys code-point order is UTF-16 order; others need the UTF-16 sort key.
-        if all(k.isascii() for k in keys):
-            keys.sort()
-        else:
-            keys.sort(key=js_sort_key)
-        return "{" + ",".join([_quote(k) + ":" + _stable_stringify(value[k]) for k in keys]) + "}"
+        return "{" + ",".join([_quote(k) + ":" + _stable_stringify(value[k]) for k in _sorted_keys(value)]) + "}"
     if t is int and -(10**21) < value < 10**21:
         return str(value)
     if value is UNDEFINED:

@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
+import numpy as np
 import orjson
 
 from graders.jsrt.digits import has_long_digit_run
@@ -51,55 +54,139 @@ class JsonError(ValueError):
 
 
 class JsonTooDeep(JsonError):
-    """Valid JSON nested deeper than the parsers go (orjson reads 1024 levels)."""
+    """Valid JSON nested deeper than ``MAX_DEPTH``, which no reader of fleetgrade reads."""
 
 
-TOO_DEEP: Final = "nested deeper than 1024 levels, which is more than fleetgrade reads"
+# One depth for every reader (orjson's own limit): deeper text is refused by name, at any stack
+# depth, never by whichever recursion limit the caller happens to be under.
+MAX_DEPTH: Final = 1024
+TOO_DEEP: Final = f"nested deeper than {MAX_DEPTH} levels, which is more than fleetgrade reads"
+_OPEN: Final = frozenset(b"[{")
+_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_DEPTH_CHUNK: Final = 1 << 20
+
+
+def nesting_depth(data: bytes) -> int:
+    """The deepest nesting of arrays and objects in JSON text (strings skipped), in C-speed passes."""
+    if not any(b in data for b in (b"[", b"{")):
+        return 0
+    bare = _STRING.sub(b'""', data)
+    depth = deepest = 0
+    for start in range(0, len(bare), _DEPTH_CHUNK):
+        chunk = np.frombuffer(bare, dtype=np.uint8, count=min(_DEPTH_CHUNK, len(bare) - start), offset=start)
+        steps = (chunk == 0x5B).astype(np.int32) + (chunk == 0x7B) - (chunk == 0x5D) - (chunk == 0x7D)
+        levels = np.cumsum(steps, dtype=np.int64) + depth
+        if len(levels):
+            deepest = max(deepest, int(levels.max()))
+            depth = int(levels[-1])
+    return deepest
 
 
 def _reject_constant(name: str) -> Any:
     raise JsonError(f"invalid JSON literal {name}")
 
 
-def _js_numbers(value: Any) -> Any:
-    """Apply JavaScript's number model to stdlib-parsed data (big ints become doubles)."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
+def _js_int(text: str) -> int | float:
+    """An integer token as ``JSON.parse`` reads it: exact within ±2**53, else the nearest double
+    (±Infinity past the double range), from the text: never ``int()`` of thousands of digits."""
+    digits = len(text) - (text[0] == "-")
+    if digits <= 16:
+        value = int(text)
         return value if abs(value) <= _MAX_SAFE else float(value)
-    if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, list):
-        return [_js_numbers(v) for v in value]
-    if isinstance(value, dict):
-        return {_js_numbers(k): _js_numbers(v) for k, v in value.items()}
-    return value
+    return float(text)  # 17+ digits, no leading zero: beyond 2**53
+
+
+def _js_str(text: str) -> str:
+    """A string as JavaScript holds it once written back as UTF-8: lone surrogates as U+FFFD."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def _js_numbers(value: Any) -> Any:
+    """Apply JavaScript's number model to parsed data in place (integers beyond ±2**53 become
+    doubles, lone surrogates U+FFFD), with an explicit stack: as deep as ``MAX_DEPTH`` at any
+    stack depth."""
+    root = [value]
+    stack: list[Any] = [root]
+    while stack:
+        container = stack.pop()
+        if type(container) is list:
+            for i, v in enumerate(container):
+                container[i] = _js_value(v, stack)
+            continue
+        for k, v in container.items():
+            container[k] = _js_value(v, stack)
+        if not all(map(str.isascii, container)):
+            items = list(container.items())
+            container.clear()
+            container.update((_js_str(k), v) for k, v in items)
+    return root[0]
+
+
+def _js_value(v: Any, stack: list[Any]) -> Any:
+    """One value as JavaScript reads it; an array or object is left for ``stack``."""
+    t = type(v)
+    if t is int:
+        return _big_int(v) if abs(v) > _MAX_SAFE else v
+    if t is str:
+        return _js_str(v)
+    if t is list or t is dict:
+        stack.append(v)
+    return v
+
+
+def _big_int(value: int) -> float:
+    try:
+        return float(value)
+    except OverflowError:
+        return math.copysign(math.inf, value)
 
 
 def parse_json(data: bytes | str) -> Any:
-    """``JSON.parse`` semantics; raises :class:`JsonError` on invalid input."""
+    """``JSON.parse`` semantics; raises :class:`JsonError` on invalid input, :class:`JsonTooDeep`
+    on input nested deeper than ``MAX_DEPTH``."""
     try:
         value = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        pass
+    except orjson.JSONDecodeError as exc:
+        if str(exc).startswith("depth limit exceeded"):
+            raise JsonTooDeep(TOO_DEEP) from None
     else:
         raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
-        return _deep_js_numbers(value) if has_long_digit_run(raw) else value
+        return _js_numbers(value) if has_long_digit_run(raw) else value
+    return _reference_parse(data)
+
+
+_HEADROOM = threading.Lock()
+
+
+def _reference_parse(data: bytes | str) -> Any:
+    """What orjson refuses and ``JSON.parse`` accepts (numbers beyond the double range, lone
+    surrogate escapes), read by the stdlib with the recursion limit raised, for the time of the
+    parse, to what ``MAX_DEPTH`` needs above the caller's stack."""
+    raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+    if nesting_depth(raw) > MAX_DEPTH:
+        raise JsonTooDeep(TOO_DEEP)
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    try:
-        value = json.loads(text, parse_constant=_reject_constant)
-    except RecursionError as exc:
-        raise JsonTooDeep(TOO_DEEP) from exc
-    except ValueError as exc:
-        raise JsonError(str(exc)) from exc
-    return _deep_js_numbers(value)
-
-
-def _deep_js_numbers(value: Any) -> Any:
-    try:
-        return _js_numbers(value)
-    except RecursionError as exc:
-        raise JsonTooDeep(TOO_DEEP) from exc
+    with _HEADROOM:
+        frames, frame = 0, sys._getframe()
+        while frame.f_back is not None:
+            frames, frame = frames + 1, frame.f_back
+        limit, needed = sys.getrecursionlimit(), frames + MAX_DEPTH + 64
+        sys.setrecursionlimit(max(limit, needed))
+        try:
+            value = json.loads(text, parse_int=_js_int, parse_constant=_reject_constant)
+        except RecursionError as exc:
+            raise JsonTooDeep(TOO_DEEP) from exc
+        except ValueError as exc:
+            raise JsonError(str(exc)) from exc
+        finally:
+            sys.setrecursionlimit(limit)
+    return _js_numbers(value)
 
 
 @dataclass

@@ -70,13 +70,19 @@ def artifact_top(parts: list[str]) -> bool:
     return bool(parts) and (parts[0] in ARTIFACT_NAMES or (tuple(parts[:2]) == TMP_PREFIX and len(parts) > 2))
 
 
+# The run dates fleetgrade grades (graders/runs/runmeta.py says why these).
+FIRST_DATE: Final = "1970-01-01"
+LAST_DATE: Final = "2199-12-31"
+
+
 def real_date(text: str) -> bool:
-    """Whether ``YYYY-MM-DD`` text is a calendar date (``0000-00-00`` and ``2026-13-45`` are not)."""
+    """Whether ``YYYY-MM-DD`` text is a calendar date (``0000-00-00`` and ``2026-13-45`` are not)
+    that a run may have (``FIRST_DATE`` to ``LAST_DATE``)."""
     try:
         _dt.date.fromisoformat(text)
     except ValueError:
         return False
-    return True
+    return FIRST_DATE <= text <= LAST_DATE
 
 
 def not_a_date_folder(run_root: str) -> str | None:

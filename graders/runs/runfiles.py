@@ -34,6 +34,10 @@ READ_BLOCK = 1 << 16
 MAX_RUN_FILES = 100_000  # entries listed in one run folder
 MAX_RUN_BYTES = 1 << 30  # bytes actually read from one run's files, in total
 MAX_RUN_SECONDS = 300.0  # wall clock from the run listed to the end of its preprocessing
+# Records kept from one run's files (JSONL lines of gh-aw's logs, tool calls and usage records of a
+# session): what a run holds grows with these, not only with its bytes (a 19-byte tool_use block
+# becomes a ~550-byte call), so both are bounded (docs/hostile-input.md, "Memory").
+MAX_RUN_RECORDS = 1_000_000
 # The clock the time budget is measured with (a test replaces it with a fake one).
 clock: Callable[[], float] = time.monotonic
 
@@ -88,8 +92,11 @@ class RunFiles:
         # Entries of the listing that are not read (``skipped_warnings``): the run's warnings.
         self.warnings = list(warnings or [])
         self.bytes_read = 0
+        self.records = 0
         # SHA-256 of every file preprocessing consumed: the run's input digest is built from them.
         self.file_digests: dict[str, str] = {}
+        # Bytes read from each file read whole (beside its digest): a streamed file's length.
+        self.read_sizes: dict[str, int] = {}
         # Documents a reader parsed from the run's files, kept for the next reader that asks.
         self.parsed: dict[str, Any] = {}
 
@@ -127,6 +134,13 @@ class RunFiles:
                                 f"folder (at {rel}); not graded")
         self.check_time(rel)
 
+    def keep(self, n: int, rel: str) -> None:
+        """Count ``n`` more records kept from ``rel`` against the run's ``MAX_RUN_RECORDS``."""
+        self.records += n
+        if self.records > MAX_RUN_RECORDS:
+            raise RunOverBudget(f"{self.root}: more than {MAX_RUN_RECORDS} records (log lines, tool calls, "
+                                f"usage records) kept from the run's files (at {rel}); not graded")
+
     def read(self, rel: str) -> bytes:
         # The limit holds on the bytes read, not the size listed: a file can grow, or be a device.
         # No more is read than the run's budget has left (plus one byte, to see it is passed).
@@ -144,6 +158,7 @@ class RunFiles:
             raise self._over_limit(rel)
         self.charge(len(data), rel)
         self.file_digests[rel] = hashlib.sha256(data).hexdigest()
+        self.read_sizes[rel] = len(data)
         return data
 
     def iter_lines(self, rel: str) -> Iterator[bytes]:
@@ -159,6 +174,7 @@ class RunFiles:
                 hasher.update(line)
                 yield line
         self.file_digests[rel] = hasher.hexdigest()
+        self.read_sizes[rel] = read
 
     def iter_line_batches(self, rel: str, block_size: int | None = None) -> Iterator[LineBatch]:
         """Stream a file as batches of lines split on ``\\n`` (without it), one batch per block.
@@ -205,6 +221,7 @@ class RunFiles:
             line = b"".join(pending)
             yield LineBatch([line], (line,), len(line.strip()) <= MAX_LINE_LENGTH)
         self.file_digests[rel] = hasher.hexdigest()
+        self.read_sizes[rel] = read
 
     def under(self, prefix: str) -> list[str]:
         """Relative paths below ``prefix`` (a folder), sorted."""

@@ -6,12 +6,14 @@ raises :class:`MetadataError`, which the pipeline turns into a ``dead_letter`` r
 
 from __future__ import annotations
 
+import math
 import unicodedata
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from graders.jsrt.jscompat import js_number_to_string
 from graders.jsrt.jsonio import MAX_FILE_SIZE, JsonError, parse_json
-from graders.runs.layout import layout_hints, not_a_date_folder
+from graders.runs.layout import FIRST_DATE, LAST_DATE, layout_hints, not_a_date_folder
 from graders.runs.runfiles import RunFiles
 from schemas.documents import RunMeta
 
@@ -70,21 +72,65 @@ MAX_ATTEMPT: Final = 2**31 - 1  # the ``attempt`` columns are int32
 MAX_WORKFLOW_CHARS: Final = 256
 MAX_RUN_ID_CHARS: Final = 128
 MAX_REPOSITORY_CHARS: Final = 512
+MAX_EXACT: Final = 2**53  # JSON.parse reads a whole number beyond this as the nearest double
+# Run dates every stage can compute with: statistics windows and baselines reach 20 years back
+# from a date (--regression-window/-baseline, 3,660 days each), a partition's date is a DATE in
+# BigQuery and DuckDB and a timestamp in pandas (1677–2262). No agent run predates the Unix epoch.
+MIN_RUN_DATE: Final = FIRST_DATE
+MAX_RUN_DATE: Final = LAST_DATE
+RUN_DATES: Final = f"{MIN_RUN_DATE} to {MAX_RUN_DATE}"
 
 
 def _short(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
+def _json_value(value: Any) -> str:
+    """A parsed JSON value as its JSON text would read, for a message (numbers as JavaScript prints them)."""
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "a number beyond the range of a double (JSON.parse reads it as Infinity)"
+        if math.isnan(value):
+            return "NaN"
+        return js_number_to_string(value)
+    if isinstance(value, (dict, list)):
+        return f"a JSON {'object' if isinstance(value, dict) else 'array'}"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value) if abs(value) < 10**30 else f"a whole number of {len(str(abs(value)))} digits"
+    return _short(str(value))
+
+
+def id_value(value: Any, field: str, where: str) -> str | None:
+    """An identity field (``run_id``, ``workflow_name``) as text; None when absent or blank; a
+    :class:`MetadataError` naming the file and the field when it is there but cannot be an id: a
+    number JSON.parse cannot read exactly (not whole, beyond 2**53), true/false, an array or object."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if math.isfinite(value) and float(value).is_integer() and abs(value) <= MAX_EXACT:
+            return str(int(value))
+        raise MetadataError(f"{where}: {field} must be text or a whole number up to 2^53, got {_json_value(value)}"
+                            " (write a larger id as text)")
+    raise MetadataError(f"{where}: {field} must be text or a whole number, got {_json_value(value)}")
+
+
 def parse_attempt(value: Any, where: str) -> int:
     if value is None:
         return 1
     text = text_value(value)
-    if text is None or not text.isdigit() or int(text) < 1:
-        raise MetadataError(f"{where}: run_attempt must be a positive integer, got {_short(str(value))}")
-    if len(text) > 10 or int(text) > MAX_ATTEMPT:
-        raise MetadataError(f"{where}: run_attempt {_short(str(value))} is out of range (at most {MAX_ATTEMPT})")
-    return int(text)
+    # isdigit() alone accepts "²" and other digits int() refuses: ASCII digits only, and never
+    # int() of more digits than an attempt can have (thousands of them raise).
+    digits = text.lstrip("0") if text is not None and text.isascii() and text.isdigit() else ""
+    if not digits:
+        raise MetadataError(f"{where}: run_attempt must be a whole number from 1 to {MAX_ATTEMPT}, got "
+                            f"{_json_value(value)}")
+    if len(digits) > 10 or int(digits) > MAX_ATTEMPT:
+        raise MetadataError(f"{where}: run_attempt {_json_value(value)} is out of range (at most {MAX_ATTEMPT})")
+    return int(digits)
 
 
 def check_name(value: str, field: str, limit: int, where: str) -> str:
@@ -101,15 +147,21 @@ def check_name(value: str, field: str, limit: int, where: str) -> str:
     return value
 
 
-def utc_date_of(created_at: str, where: str) -> str:
+def utc_date_of(created_at: str, where: str, field: str = "created_at") -> str:
+    """The UTC date of an ISO 8601 timestamp, within ``RUN_DATES``; else a :class:`MetadataError`
+    naming the file, the field and the value."""
     try:
         ts = datetime.fromisoformat(created_at)
         if ts.tzinfo is not None:
             ts = ts.astimezone(UTC)
     except (ValueError, OverflowError) as exc:  # e.g. 9999-12-31T23:00-05:00 is past year 9999 in UTC
-        raise MetadataError(f"{where}: created_at is not an ISO 8601 timestamp within years 1 to 9999: "
+        raise MetadataError(f"{where}: {field} is not an ISO 8601 timestamp within years 1 to 9999: "
                             f"{_short(created_at)}") from exc
-    return ts.date().isoformat()
+    date = ts.date().isoformat()
+    if not MIN_RUN_DATE <= date <= MAX_RUN_DATE:
+        raise MetadataError(f"{where}: {field} {_short(created_at)} is dated {date}, outside the run dates "
+                            f"fleetgrade grades ({RUN_DATES})")
+    return date
 
 
 def determine_run_meta(files: RunFiles, run_root: str) -> RunMeta:
@@ -118,9 +170,12 @@ def determine_run_meta(files: RunFiles, run_root: str) -> RunMeta:
     wf_hint, id_hint, date_hint = layout_hints(run_root)
     where = files.display(rel) if rel else files.root
     info = info or {}
-    workflow = text_value(info.get("workflow_name")) or wf_hint
-    run_id = text_value(info.get("run_id")) or id_hint
+    named = id_value(info.get("workflow_name"), "workflow_name", where)
+    workflow = named or wf_hint
+    run_id = id_value(info.get("run_id"), "run_id", where) or id_hint
     created_raw = info.get("created_at")
+    if created_raw is not None and not isinstance(created_raw, str):
+        raise MetadataError(f"{where}: created_at must be an ISO 8601 timestamp (text), got {_json_value(created_raw)}")
     created_at = created_raw.strip() if isinstance(created_raw, str) and created_raw.strip() else None
     if workflow is None:
         raise MetadataError(
@@ -134,7 +189,8 @@ def determine_run_meta(files: RunFiles, run_root: str) -> RunMeta:
         date = utc_date_of(created_at, where)
     elif bad_folder is not None:
         raise MetadataError(f"{files.root}: the folder {bad_folder!r} in its path is not a real date "
-                            "(YYYY-MM-DD), and aw_info.json has no created_at")
+                            f"(YYYY-MM-DD) within the run dates fleetgrade grades ({RUN_DATES}), and "
+                            "aw_info.json has no created_at")
     elif date_hint is not None:
         date = date_hint  # layout_hints gives calendar dates only
     else:
@@ -142,10 +198,11 @@ def determine_run_meta(files: RunFiles, run_root: str) -> RunMeta:
             f"{where}: cannot determine the run date (no aw_info.json created_at and no "
             f"YYYY-MM-DD folder in the path)"
         )
-    check_name(workflow, "workflow_name" if text_value(info.get("workflow_name")) else "the workflow folder",
-               MAX_WORKFLOW_CHARS, where)
+    check_name(workflow, "workflow_name" if named else "the workflow folder", MAX_WORKFLOW_CHARS, where)
     check_name(run_id, "run_id", MAX_RUN_ID_CHARS, where)
     repository = info.get("repository") if isinstance(info.get("repository"), str) else None
+    if repository is None and info.get("repository") is not None:
+        raise MetadataError(f"{where}: repository must be text (owner/name), got {_json_value(info.get('repository'))}")
     if repository is not None:
         check_name(repository, "repository", MAX_REPOSITORY_CHARS, where)
     return RunMeta(

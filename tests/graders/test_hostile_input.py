@@ -172,8 +172,8 @@ def _meta(tmp_path: Path, info: dict[str, object], root: str = "wf/run-1") -> Ru
 
 
 @pytest.mark.parametrize("info, words", [
-    ({"run_attempt": 2**40}, "run_attempt '1099511627776' is out of range"),
-    ({"run_attempt": 1e300}, "run_attempt '1e+300' is out of range"),
+    ({"run_attempt": 2**40}, "run_attempt 1099511627776 is out of range"),
+    ({"run_attempt": 1e300}, "run_attempt 1e+300 is out of range"),
     ({"workflow_name": "w" * 300}, "workflow_name is 300 characters long, over the limit of 256"),
     ({"workflow_name": "a\nb"}, "workflow_name holds the control character '\\n'"),
     ({"run_id": "x" * 200}, "run_id is 200 characters long"),
@@ -216,9 +216,16 @@ def test_deep_json_is_read_to_the_parsers_depth_and_refused_past_it_by_name():
     assert js_stringify(parse_json(deep)) == deep
     with pytest.raises(JsonTooDeep, match="nested deeper than 1024 levels"):
         parse_json("[" * 5000 + "]" * 5000)
-    # an integer beyond 2**53 takes the slow path, recursive in Python: still said so
-    with pytest.raises(JsonTooDeep):
-        parse_json("[" * 1020 + "12345678901234567890" + "]" * 1020)
+    # an integer beyond 2**53, or a number beyond the doubles, takes the slow path: read as
+    # deep, at any depth of the caller's stack (issue 40: 600 levels and a 19-digit leaf were refused)
+    def at_depth(frames: int, text: str) -> object:
+        return at_depth(frames - 1, text) if frames else parse_json(text)
+
+    for leaf, value in (("12345678901234567890", "12345678901234567000"), ("1e400", "null"), ("7" * 5000, "null")):
+        # written back as JSON.stringify writes the double (Infinity as null): compared without recursion
+        assert js_stringify(at_depth(900, "[" * 1024 + leaf + "]" * 1024)) == "[" * 1024 + value + "]" * 1024
+        with pytest.raises(JsonTooDeep, match="nested deeper than 1024 levels"):
+            at_depth(900, "[" * 1025 + leaf + "]" * 1025)
 
 
 def _deep(depth: int) -> dict[str, object]:

@@ -13,6 +13,7 @@ from graders.families.inline_js.sandbox import JsGraderError, JsSandbox
 from graders.grading.engine import grade_one, grade_trace
 from graders.grading.plan import GradingPlan, PlanEntry
 from graders.grading.registry import GraderContext
+from graders.jsrt.jsonio import parse_json
 
 TRACE: dict[str, Any] = {
     "toolCalls": [{"name": f"tool-{i % 7}", "arguments": {"i": i}, "success": i % 5 != 0} for i in range(200)],
@@ -245,9 +246,19 @@ def test_fail_closed_when_v8_cannot_start(monkeypatch: pytest.MonkeyPatch) -> No
 def test_payload_json_follows_json_stringify() -> None:
     text = js_sandbox.payload_json({"a": float("nan"), "b": [float("inf")]}, None, 2)
     assert text == '{"trace":{"a":null,"b":[null]},"run":{"graderCount":2},"workflow":{},"config":{}}'
+    # What orjson refuses (lone surrogates, integers past 64 bits, nesting past 255 levels) is
+    # JSON.stringify's text too, written without recursion, lone surrogates escaped for UTF-8.
     odd = js_sandbox.payload_json({"s": "\ud800", "n": float("nan"), "big": 2**70}, {"k": 1}, 1)
-    assert odd == ('{"trace": {"s": "\\ud800", "n": null, "big": 1180591620717411303424}, "run": {"graderCount": 1}, '
-                   '"workflow": {}, "config": {"k": 1}}')
+    assert odd == ('{"trace":{"s":"\\ud800","n":null,"big":1.1805916207174113e+21},"run":{"graderCount":1},'
+                   '"workflow":{},"config":{"k":1}}')
+    deep = "[" * 1100 + "1" + "]" * 1100
+    nested: list[Any] = [1]
+    for _ in range(1099):
+        nested = [nested]
+    text = js_sandbox.payload_json({"a": parse_json("[" * 1000 + "1" + "]" * 1000), "b": nested}, None, 1)
+    assert text == '{"trace":{"a":' + "[" * 1000 + "1" + "]" * 1000 + ',"b":' + deep + '},"run":{"graderCount":1},' \
+        '"workflow":{},"config":{}}'
+    text.encode("utf-8")
 
 
 def test_a_configured_plan_grades_end_to_end(sandbox: JsSandbox, tmp_path: Any) -> None:

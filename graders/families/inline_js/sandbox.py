@@ -24,7 +24,6 @@ fallback.
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
 import threading
@@ -37,7 +36,7 @@ from graders.families.inline_js.bootstrap import BOOTSTRAP_JS
 from graders.families.inline_js.worker import WorkerClient, WorkerDied
 from graders.grading.plan import PlanEntry
 from graders.grading.registry import GraderContext, executor
-from graders.jsrt.jscompat import UNDEFINED
+from graders.jsrt.jscompat import UNDEFINED, js_stringify
 from graders.jsrt.jsonio import JsonError, parse_json
 from graders.jsrt.lazylist import LazyList
 
@@ -130,19 +129,14 @@ def payload_json(trace: Any, config: Any, grader_count: int) -> str:
     try:
         return orjson.dumps(payload, default=_js_default).decode("utf-8")
     except (TypeError, orjson.JSONEncodeError):
-        # Lone surrogates or integers beyond 64 bits: the stdlib writes what orjson refuses.
-        return json.dumps(_finite(payload), default=_js_default, allow_nan=False)
+        # Nested deeper than orjson writes (255 levels; a trace holds what was read, up to
+        # jsonio.MAX_DEPTH), or lone surrogates: JSON.stringify's text, written without
+        # recursion, with lone surrogates escaped (UTF-8 cannot carry them to V8).
+        text = js_stringify(payload) or "{}"
+        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def _finite(value: Any) -> Any:
-    """NaN and ±Infinity become null, as JSON.stringify writes them."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, LazyList)):
-        return [_finite(v) for v in value]
-    return value
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def _js_error_message(exc: BaseException) -> str:

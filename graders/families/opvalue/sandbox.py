@@ -6,9 +6,10 @@ many repositories on shared workers, so each run gets a throw-away sandbox:
 - ``bwrap --unshare-all``: new network (no interfaces but a down loopback), PID, IPC, UTS, cgroup
   and user namespaces; nested user namespaces are disabled;
 - read-only ``/usr`` (plus the ``/bin``, ``/lib*`` links and three ``/etc`` entries Debian tools
-  need), fresh ``/proc``, a minimal read-only ``/dev``, a read-only root and a size-capped private
-  ``/tmp`` (the only writable place); no host home, no writable host path; the evaluator is copied
-  in read-only;
+  need), fresh ``/proc``, a minimal read-only ``/dev``, a read-only root and a private ``/tmp``
+  capped in bytes and in inodes (the only writable place; mounted in a namespace of its own
+  before bwrap starts, as bwrap's tmpfs takes no ``nr_inodes``); no host home, no writable host
+  path; the evaluator is copied in read-only;
 - a seccomp filter (seccomp.py) on every process inside: no ``ptrace``, ``process_vm_*``,
   namespaces, mounts, keyrings, BPF, ``io_uring``, unmapped shared memory and the like;
 - ``--clearenv`` and then only the §10 whitelist, from the caller's explicit values (never from
@@ -37,6 +38,8 @@ are reachable). The pipeline never sets it.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import os
 import shutil
@@ -108,6 +111,10 @@ class SandboxOptions:
     max_file_bytes: int = 64 * 1024 * 1024
     max_open_files: int = 256
     tmp_size_bytes: int = 64 * 1024 * 1024
+    # Files, folders, links, FIFOs and sockets in /tmp (and their extended attributes): each holds
+    # kernel memory that neither the byte size nor the memory limit counts (1.2 million empty
+    # folders held 1.2 GiB; docs/sandboxing.md).
+    tmp_inodes: int = 16384
     env: Mapping[str, str] = field(default_factory=dict)
     allow_unsandboxed: bool = False
     bwrap_path: str | None = None
@@ -173,14 +180,69 @@ class _Plan:
     drop_to_nobody: bool
     prlimit: str
     cgroup_parent: Path | None
+    # ``unshare``, when /tmp is a tmpfs mounted with an inode cap in a namespace of its own before
+    # bwrap starts (bwrap's --tmpfs takes a size, not nr_inodes); None: bwrap's tmpfs, whose
+    # inodes the watchdog counts.
+    unshare: str | None = None
 
     @property
     def sandboxed(self) -> bool:
         return self.bwrap is not None
 
 
+# Mounts the capped tmpfs on an empty folder of the run's own (``$2``) in the mount namespace
+# ``unshare`` made (private: the host sees nothing of it), then becomes bwrap, which binds it as
+# the sandbox's /tmp.
+_MOUNT_TMP: Final = 'mount -t tmpfs -o "$1" fleetgrade-tmp "$2" && shift 2 && exec "$@"'
+
+
+def tmp_mount_options(opts: SandboxOptions) -> str:
+    return f"size={opts.tmp_size_bytes},nr_inodes={opts.tmp_inodes},mode=1777,nosuid,nodev"
+
+
+def _unshare_argv(unshare: str, opts: SandboxOptions, mountpoint: str) -> list[str]:
+    return [unshare, "--user", "--map-root-user", "--mount", "--propagation", "private",
+            "/bin/sh", "-c", _MOUNT_TMP, "fleetgrade-sandbox", tmp_mount_options(opts), mountpoint]
+
+
+def _mountpoint() -> str:
+    """An empty folder under /tmp (searchable by anyone, whatever ``tempfile.tempdir`` is) for
+    the sandbox's user (nobody, when we are root) to mount its /tmp on; the mount is only seen in
+    the sandbox's namespace, so the folder stays empty on the host, and is removed after."""
+    path = tempfile.mkdtemp(prefix="operational-value-tmp-", dir="/tmp")
+    os.chmod(path, 0o755)
+    return path
+
+
+@functools.cache
+def _private_tmpfs(unshare: str, setpriv: tuple[str, ...]) -> bool:
+    """Whether a capped tmpfs can be mounted in a namespace of our own here (as the user the
+    sandbox starts as): unprivileged user namespaces, which bwrap needs too, and util-linux's
+    mount. Asked once per process."""
+    probe = SandboxOptions(tmp_size_bytes=1 << 20, tmp_inodes=16)
+    try:
+        folder = _mountpoint()
+    except OSError:
+        return False
+    try:
+        argv = [*setpriv, *_unshare_argv(unshare, probe, folder), "/bin/true"]
+        done = subprocess.run(argv, capture_output=True, timeout=10, env={"PATH": SANDBOX_PATH}, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        os.rmdir(folder)
+    return done.returncode == 0
+
+
+def _setpriv_argv() -> list[str]:
+    # setpriv, not Popen(user=…): those arguments make CPython fork() instead of vfork(),
+    # and a fork() of a multi-threaded gRPC process (a Beam SDK worker) can crash the child.
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
+
+
 def _bwrap_argv(bwrap: str, python: str, opts: SandboxOptions, evaluator_fd: int, seccomp_fd: int,
-                info_fd: int) -> list[str]:
+                info_fd: int, plan: _Plan, tmp_dir: str | None) -> list[str]:
     # --as-pid-1: the launcher is the namespace's init, so no unfiltered bwrap reaper sits inside.
     argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--new-session", "--as-pid-1", "--clearenv", "--seccomp", str(seccomp_fd),
@@ -194,8 +256,15 @@ def _bwrap_argv(bwrap: str, python: str, opts: SandboxOptions, evaluator_fd: int
         argv += ["--ro-bind-try", path, path]
     # /dev and the root are tmpfs mounts bwrap makes; both end read-only, so the capped /tmp
     # is the only place the evaluator can write to.
-    argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
-             "--size", str(opts.tmp_size_bytes), "--tmpfs", "/tmp",
+    if tmp_dir is not None:
+        # /tmp: the tmpfs capped in bytes and inodes mounted before bwrap started (_MOUNT_TMP);
+        # bwrap runs as root of that namespace, so the sandbox's user is given explicitly.
+        uid = NOBODY if plan.drop_to_nobody else os.getuid()
+        gid = NOBODY if plan.drop_to_nobody else os.getgid()
+        tmp = ["--uid", str(uid), "--gid", str(gid), "--bind", tmp_dir, "/tmp"]
+    else:
+        tmp = ["--size", str(opts.tmp_size_bytes), "--tmpfs", "/tmp"]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", *tmp,
              "--dir", "/evaluator", "--perms", "0500", "--ro-bind-data", str(evaluator_fd), SANDBOX_EVALUATOR,
              "--remount-ro", "/", "--chdir", "/tmp"]
     for key, value in evaluator_env(opts.env, "/tmp").items():
@@ -229,7 +298,11 @@ def _plan(opts: SandboxOptions, tempdir: str) -> _Plan:
         )
     explicit = opts.cgroup_parent or os.environ.get(CGROUP_ENV) or None
     parent = find_parent(explicit) if opts.use_cgroup else None
-    return _Plan(bwrap, python, {}, None, os.geteuid() == 0, prlimit, parent)
+    root = os.geteuid() == 0
+    unshare = shutil.which("unshare")
+    if unshare is not None and _private_tmpfs(unshare, tuple(_setpriv_argv()) if root else ()):
+        return _Plan(bwrap, python, {}, None, root, prlimit, parent, unshare)
+    return _Plan(bwrap, python, {}, None, root, prlimit, parent)
 
 
 class _Capped(threading.Thread):
@@ -289,6 +362,7 @@ class _Outcome:
     timed_out: bool
     overflow: bool
     memory_exceeded: bool = False
+    inodes_exceeded: bool = False
 
 
 def _pss_bytes(smaps_rollup: Path) -> int:
@@ -315,6 +389,20 @@ def sandbox_memory(child_pid: int) -> int | None:
     except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
         return None
     return sum(_pss_bytes(procfs / name / "smaps_rollup") for name in entries)
+
+
+def sandbox_tmp_inodes(child_pid: int) -> int | None:
+    """Files, folders, links and the like in the /tmp of the sandbox whose init has host PID
+    ``child_pid`` (its tmpfs's inodes in use); None when the sandbox is gone or not set up yet."""
+    path = f"/proc/{child_pid}/root/tmp"
+    try:
+        # Until bwrap has mounted the sandbox's /tmp, its child sees the host's: not counted.
+        if os.stat(path).st_dev in (os.stat("/tmp").st_dev, os.stat("/").st_dev):
+            return None
+        st = os.statvfs(path)
+    except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        return None
+    return st.f_files - st.f_ffree
 
 
 def _child_pid(info: bytes) -> int | None:
@@ -365,6 +453,7 @@ def _spawn(plan: _Plan, opts: SandboxOptions, bash_args: list[str], input_data: 
     cgroup: SandboxCgroup | None = None
     info: _InfoReader | None = None
     info_r: int | None = None
+    tmp_dir: str | None = None
     try:
         pass_fds: tuple[int, ...] = (status_w,)
         if plan.bwrap is not None:
@@ -372,17 +461,18 @@ def _spawn(plan: _Plan, opts: SandboxOptions, bash_args: list[str], input_data: 
             seccomp_r = _seccomp_fd()
             info_r, info_w = os.pipe()
             opened += [seccomp_r, info_r, info_w]
-            argv = _bwrap_argv(plan.bwrap, plan.python, opts, evaluator_fd, seccomp_r, info_w)
+            if plan.unshare is not None:
+                tmp_dir = _mountpoint()
+            argv = _bwrap_argv(plan.bwrap, plan.python, opts, evaluator_fd, seccomp_r, info_w, plan, tmp_dir)
+            if plan.unshare is not None and tmp_dir is not None:
+                argv = [*_unshare_argv(plan.unshare, opts, tmp_dir), *argv]
             pass_fds += (evaluator_fd, seccomp_r, info_w)
         else:
             argv = [plan.python]
         argv = [*argv, "-I", "-S", "-B", "-c", launcher, str(status_w), opts.limits(timeout),
                 "/bin/bash", *bash_args]
         if plan.drop_to_nobody:
-            # setpriv, not Popen(user=…): those arguments make CPython fork() instead of vfork(),
-            # and a fork() of a multi-threaded gRPC process (a Beam SDK worker) can crash the child.
-            setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
-            argv = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--", *argv]
+            argv = [*_setpriv_argv(), *argv]
         # The limits are set before bwrap starts, so every process of the sandbox inherits them.
         argv = [plan.prlimit, *opts.prlimit_argv(timeout), "--", *argv]
         if plan.cgroup_parent is not None:
@@ -405,7 +495,7 @@ def _spawn(plan: _Plan, opts: SandboxOptions, bash_args: list[str], input_data: 
         if info_r is not None:
             info = _InfoReader(info_r)  # it closes info_r
             info.start()
-        outcome = _supervise(proc, opts, input_data, timeout, info, cgroup)
+        outcome = _supervise(proc, opts, input_data, timeout, info, cgroup, count_inodes=plan.unshare is None)
         outcome.status = _read_status(status_r)
         if cgroup is not None and cgroup.oom_killed():
             outcome.memory_exceeded = True
@@ -415,10 +505,13 @@ def _spawn(plan: _Plan, opts: SandboxOptions, bash_args: list[str], input_data: 
             os.close(fd)
         if cgroup is not None:
             cgroup.remove()
+        if tmp_dir is not None:
+            with contextlib.suppress(OSError):
+                os.rmdir(tmp_dir)  # empty on the host: the tmpfs was mounted in the sandbox's namespace only
 
 
 def _supervise(proc: subprocess.Popen[bytes], opts: SandboxOptions, input_data: bytes, timeout: int,
-               info: _InfoReader | None, cgroup: SandboxCgroup | None) -> _Outcome:
+               info: _InfoReader | None, cgroup: SandboxCgroup | None, count_inodes: bool = False) -> _Outcome:
     overflow = threading.Event()
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     readers = [_Capped(proc.stdout, opts.max_output_bytes, overflow),
@@ -445,10 +538,12 @@ def _supervise(proc: subprocess.Popen[bytes], opts: SandboxOptions, input_data: 
         except (ProcessLookupError, PermissionError):
             pass
 
-    # Without a cgroup, the sandbox's total memory is watched from here.
-    watch = info is not None and cgroup is None
+    # Without a cgroup, the sandbox's total memory is watched from here; without a /tmp capped in
+    # inodes by the kernel (bwrap's own tmpfs), its inodes too.
+    watch_memory = info is not None and cgroup is None
+    count_inodes = count_inodes and info is not None
     deadline = time.monotonic() + timeout / 1000
-    timed_out = memory_exceeded = False
+    timed_out = memory_exceeded = inodes_exceeded = False
     watch_error: OSError | None = None
     denied_since: float | None = None
     while not exited.wait(min(opts.watch_interval_s, max(deadline - time.monotonic(), 0))):
@@ -459,11 +554,16 @@ def _supervise(proc: subprocess.Popen[bytes], opts: SandboxOptions, input_data: 
             kill_group()
             exited.wait()
             break
-        elif watch and info is not None and info.data:
+        elif (watch_memory or count_inodes) and info is not None and info.data:
             child = _child_pid(info.data)  # None until bwrap has written the whole document
             used = None
             try:
-                used = sandbox_memory(child) if child is not None else None
+                if count_inodes and child is not None and (sandbox_tmp_inodes(child) or 0) > opts.tmp_inodes:
+                    inodes_exceeded = True
+                    kill_group()
+                    exited.wait()
+                    break
+                used = sandbox_memory(child) if child is not None and watch_memory else None
                 denied_since = None
             except PermissionError as exc:
                 # Transient while bwrap sets up; a sandbox that stays unreadable does not go on.
@@ -488,7 +588,7 @@ def _supervise(proc: subprocess.Popen[bytes], opts: SandboxOptions, input_data: 
             f"operational-value sandbox unavailable: cannot watch the sandbox's memory: {watch_error}"
         )
     return _Outcome(bytes(readers[0].data), bytes(readers[1].data), [], returncode,
-                    timed_out, overflow.is_set(), memory_exceeded)
+                    timed_out, overflow.is_set(), memory_exceeded, inodes_exceeded)
 
 
 def _interpret(outcome: _Outcome, operation: str, timeout: int, opts: SandboxOptions, sandboxed: bool) -> bytes:
@@ -497,6 +597,8 @@ def _interpret(outcome: _Outcome, operation: str, timeout: int, opts: SandboxOpt
         raise OperationalValueError(f"{operation} timed out after {timeout}ms")
     if outcome.memory_exceeded:
         raise OperationalValueError(f"{operation} exceeded the {opts.memory_bytes}-byte memory limit")
+    if outcome.inodes_exceeded:
+        raise OperationalValueError(f"{operation} made more than {opts.tmp_inodes} files and folders in /tmp")
     if outcome.overflow:
         raise OperationalValueError(f"{operation} output exceeded the {limit}-byte limit")
     stderr = js_trim(outcome.stderr.decode("utf-8", "replace"))

@@ -104,7 +104,9 @@ def _jsonl_batches(files: RunFiles, rel: str | None, report: PreprocessReport,
         return
     stats = JsonlStats()
     for batch in files.iter_line_batches(rel):
-        yield batch, parse(batch, stats, stats.lines + 1)
+        parsed = parse(batch, stats, stats.lines + 1)
+        files.keep(len(parsed[0]), rel)
+        yield batch, parsed
     report.skipped_lines(rel, stats)
 
 

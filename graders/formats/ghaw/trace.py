@@ -77,6 +77,8 @@ def task_key(aw_info: dict[str, Any] | None, workflow: str) -> str:
         n = _dig(aw_info, path)
         if isinstance(n, bool):
             continue
-        if isinstance(n, int) or (isinstance(n, str) and n.isascii() and n.isdigit()):
-            return f"{workflow}#{int(n)}"
+        if isinstance(n, int):
+            return f"{workflow}#{n}"
+        if isinstance(n, str) and n.isascii() and n.isdigit():  # int()'s text, without its 4,300-digit limit
+            return f"{workflow}#{n.lstrip('0') or '0'}"
     return workflow

@@ -10,6 +10,7 @@ import struct
 import subprocess
 from pathlib import Path
 
+import orjson
 import pytest
 
 from graders.families.opvalue import sandbox as sandbox_module
@@ -274,3 +275,87 @@ def test_process_limit_counts_this_sandbox_not_every_sandbox_of_the_host(sandbox
         for proc in held:
             proc.kill()
             proc.wait()
+
+
+# ---- bounds on objects, not bytes (issue 40): each kernel object the evaluator can make is counted
+
+OBJECTS = """
+import errno, os, socket
+def fill(make):
+    n = 0
+    try:
+        while n < 100000:
+            make(n)
+            n += 1
+    except OSError as e:
+        return [n, errno.errorcode.get(e.errno)]
+    return [n, None]
+def sock(n):
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(f"/tmp/a/s{n}")
+    s.close()
+def clear():
+    for p in os.listdir("/tmp/a"):
+        os.unlink("/tmp/a/" + p) if not os.path.isdir("/tmp/a/" + p) else os.rmdir("/tmp/a/" + p)
+os.mkdir("/tmp/a")
+open("/tmp/f", "w").close()
+out = []
+for make in (lambda n: os.mkdir(f"/tmp/a/d{n}"), lambda n: os.link("/tmp/f", f"/tmp/a/l{n}"),
+             lambda n: os.mkfifo(f"/tmp/a/p{n}"), sock, lambda n: os.symlink("x" * 200, f"/tmp/a/y{n}"),
+             lambda n: os.setxattr("/tmp/f", f"user.k{n}", b"v" * 60000)):
+    out.append(fill(make))
+    clear()
+import json
+print(json.dumps([{"id": str(i), "value": n, "message": str(e)} for i, (n, e) in enumerate(out)]))
+"""
+
+
+def test_tmp_is_capped_in_inodes_for_every_kind_of_entry(sandbox):
+    """Folders, hard links, FIFOs, sockets, symbolic links and extended attributes all take from
+    one kernel budget (nr_inodes): 1.2 million empty folders in a 64 MiB /tmp held 1.2 GiB."""
+    if sandbox_module._private_tmpfs(*_unshare_and_setpriv()) is False:
+        pytest.skip("no private tmpfs here: the watchdog's count is tested below")
+    opts = dataclasses.replace(sandbox, tmp_inodes=100)
+    made = orjson.loads(run_evaluator(evaluator(py(OBJECTS)), b"{}", opts))
+    # 100 inodes: the root, /tmp/a, /tmp/f and what each kind could make before the kernel said no.
+    assert [(m["value"], m["message"]) for m in made] == [(97, "ENOSPC")] * 5 + [(1, "ENOSPC")], made
+    df = run_evaluator(evaluator('echo "[{\\"id\\":\\"i\\",\\"value\\":$(stat -f -c %c /tmp)}]"'), b"{}", opts)
+    assert orjson.loads(df) == [{"id": "i", "value": 100}]
+
+
+def _unshare_and_setpriv() -> tuple[str, tuple[str, ...]]:
+    import shutil
+
+    unshare = shutil.which("unshare")
+    assert unshare is not None, "util-linux's unshare is part of the sandbox's set-up"
+    return unshare, tuple(sandbox_module._setpriv_argv()) if os.geteuid() == 0 else ()
+
+
+def test_without_a_private_tmpfs_the_watchdog_counts_its_inodes(sandbox, monkeypatch):
+    monkeypatch.setattr(sandbox_module, "_private_tmpfs", lambda *args: False)
+    opts = dataclasses.replace(sandbox, tmp_inodes=100)
+    message = error_of(py("import os, time\nfor n in range(5000): os.mkdir(f'/tmp/d{n}')\ntime.sleep(20)"), opts)
+    assert message == "operational-value evaluator made more than 100 files and folders in /tmp"
+    # Under the limit, nothing is said (the host's own /tmp, seen before bwrap mounts the sandbox's, is not counted).
+    assert run_evaluator(evaluator(f"mkdir /tmp/a /tmp/b; {OK}"), b"{}", opts).strip() == '[{"id":"ok","value":1}]'
+
+
+def test_open_files_are_capped(sandbox):
+    opts = dataclasses.replace(sandbox, max_open_files=64)
+    message = error_of(py("fs = [open('/dev/null') for _ in range(200)]"), opts)
+    assert "Too many open files" in message
+
+
+def test_processes_are_capped_quickly(sandbox):
+    opts = dataclasses.replace(sandbox, max_processes=16)
+    count = py("import json, os, time\nn = 0\n"
+               "try:\n    while n < 100:\n        if os.fork() == 0:\n            time.sleep(2)\n            os._exit(0)\n"
+               "        n += 1\nexcept BlockingIOError:\n    pass\n"
+               "print(json.dumps([{'id': 'n', 'value': n}]))")
+    made = orjson.loads(run_evaluator(evaluator(count), b"{}", opts))[0]["value"]
+    assert 0 < made < 16  # bash, python and the launcher count too
+
+
+def test_a_huge_argument_list_is_refused_by_the_kernel(sandbox):
+    message = error_of('/bin/true "$(head -c 50000000 /dev/zero | tr "\\0" a)"', sandbox)
+    assert "Argument list too long" in message
