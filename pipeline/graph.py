@@ -62,6 +62,6 @@ def build(
         "regressions": stats["regressions"],
         STATE_TABLE: (*kept.values(), *tracked["state"].values()),
     }
-    drops = (tracked["drops"], stats["drops"], reliability["damaged"], found["touched"])
+    drops = (tracked["drops"], stats["drops"], reliability["damaged"], found["drops"])
     # --full regrades every run a damaged partition held in this job already.
     return TableWrites(tables, drops=drops) | "WriteTables" >> WriteTables(output, token, regrade_damaged=not full)

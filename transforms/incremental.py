@@ -16,7 +16,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from graders.families.trace_rules.config import TraceConfig
+from graders.formats.ghaw.reader import is_run_folder
 from graders.grading.plan import PlanSet
+from graders.runs.layout import SESSION_SUFFIXES
 from graders.tables.parquet import DamagedOutput, decode_table
 from graders.tables.paths import (
     keeps_original,
@@ -30,6 +32,7 @@ from graders.tables.state import (
     Drop,
     GradingDigests,
     StoredState,
+    drops_for,
     listing_digest,
     listing_fingerprint,
     touch,
@@ -39,9 +42,10 @@ from schemas.state_table import STATE_TABLE
 from schemas.tables import SPECS, Replace
 from transforms.beamfiles import join, read_if_exists
 from transforms.discover import ListRuns
-from transforms.progress import FINISHED, KEPT, Tally
+from transforms.progress import DISCOVERED, FINISHED, KEPT, Tally
 
 KEEP = "keep"
+DROPS = "drops"  # stored rows the decision drops (a regraded folder of sessions'), touches on --full
 DAMAGED = "damaged"  # a touch (graders/tables/state.py) of a stored partition that cannot be read back
 LOG = logging.getLogger("fleetgrade")
 
@@ -125,6 +129,15 @@ def stored_partitions(output: str, workflows: Iterable[str]) -> Iterator[Drop]:
                 yield touch(table, workflow, date)
 
 
+def session_files(root: str, listing: list[tuple[str, int, float]]) -> list[str] | None:
+    """The paths of a folder of session files' files (what each of its runs' state is keyed
+    by), or None for a gh-aw run folder."""
+    listed = [rel for rel, _, _ in listing]
+    if is_run_folder(listed) or not any(rel.endswith(SESSION_SUFFIXES) for rel in listed):
+        return None
+    return [join(root, rel) for rel in listed]
+
+
 def stored_state(output: str) -> StoredState:
     """The stored ``_state`` rows by run folder (its full path)."""
     return StoredState(read_table_rows(output, STATE_TABLE))
@@ -142,7 +155,9 @@ def previous_state(states: list[dict[str, Any]]) -> dict[str, Any] | None:
 # A run to grade: (run root relative to the input, fingerprint of the listing it was decided
 # on, previous state row or None). ``PrepareRun`` lists the run again and records that listing;
 # the fingerprint only tells whether the folder changed in between.
-RunToGrade = tuple[str, bytes, dict[str, str | int | None] | None]
+# A session folder's previous row is None (its sessions' earlier rows are dropped at the decision);
+# the fourth item, the claims of its sessions that lost their identity (transforms/duplicates.py).
+RunToGrade = tuple[str, bytes, dict[str, str | int | None] | None, list[Any]]
 BATCH_RUNS = 32  # runs per shuffled batch: ~0.5 KB, and still thousands of batches per backfill
 _BATCH_ENCODER = msgspec.msgpack.Encoder()
 _BATCH_DECODER = msgspec.msgpack.Decoder(list[RunToGrade])
@@ -197,25 +212,37 @@ class _ListAndDecide(beam.DoFn):
         stored = stored_state(self.output)
         if self.full:  # every stored partition rebuilt from the fleet, a damaged one too
             for drop in stored_partitions(self.output, stored.workflows):
-                yield beam.pvalue.TaggedOutput(DAMAGED, drop)
+                yield beam.pvalue.TaggedOutput(DROPS, drop)
         todo: list[RunToGrade] = []
         batches = 0
         tally = Tally("discover")  # one file: the runs kept are counted when discovery is said done
         for root_rel, listing in self.lister.discover(self.base, tally):
             self.discovered.inc()
-            previous = previous_state(stored.pop(join(self.base, root_rel)))
+            root = join(self.base, root_rel)
             digest = listing_digest(listing)
-            if previous is not None and not self.in_window(previous.get("date")):
-                self.window.inc()
-                tally.add(KEPT)
-                yield beam.pvalue.TaggedOutput(KEEP, previous)
-            elif not self.full and unchanged(previous, digest, self.digests.for_workflow(
-                    previous.get("workflow") if previous else None)):
-                self.unchanged.inc()
-                tally.add(KEPT)
-                yield beam.pvalue.TaggedOutput(KEEP, previous)
+            files = session_files(root, listing)
+            # A run folder's state is keyed by the folder; a folder of session files' by each
+            # file (each is an input: its sessions' runs and dead letters name it).
+            previous = previous_state(stored.pop(root)) if files is None else None
+            states = ([previous] if previous else []) if files is None else [
+                row for path in files for row in stored.pop(path)]
+            if states and all(not self.in_window(s.get("date")) for s in states):
+                self._keep(states, tally, self.window)
+                yield from (beam.pvalue.TaggedOutput(KEEP, s) for s in states)
+            elif not self.full and states and all(unchanged(s, digest, self.digests.for_workflow(s.get("workflow")))
+                                                  for s in states):
+                self._keep(states, tally, self.unchanged)
+                yield from (beam.pvalue.TaggedOutput(KEEP, s) for s in states)
             else:
-                todo.append((root_rel, listing_fingerprint(digest), previous))
+                if files is not None:
+                    # Regraded whole: its sessions' earlier rows go (their runs are written anew),
+                    # but those dated outside --since/--until, which this job does not regrade.
+                    for s in states:
+                        if self.in_window(s.get("date")):
+                            yield from (beam.pvalue.TaggedOutput(DROPS, d) for d in drops_for(s))
+                        else:
+                            yield beam.pvalue.TaggedOutput(KEEP, s)
+                todo.append((root_rel, listing_fingerprint(digest), previous, []))
                 if len(todo) >= self.batch:
                     yield batches, batch_runs(todo)
                     batches, todo = batches + 1, []
@@ -226,11 +253,19 @@ class _ListAndDecide(beam.DoFn):
         for states in stored.drain():  # the input is gone: its rows stay (history), and so does its state
             yield beam.pvalue.TaggedOutput(KEEP, previous_state(states))
 
+    def _keep(self, states: list[dict[str, Any]], tally: Tally, counter: Any) -> None:
+        """Kept inputs counted as the inputs their states record (a folder of sessions, as its
+        sessions and files that failed, as the job that graded it counted them)."""
+        self.discovered.inc(len(states) - 1)
+        tally.add(DISCOVERED, len(states) - 1)
+        counter.inc(len(states))
+        tally.add(KEPT, len(states))
+
 
 class DiscoverAndDecide(beam.PTransform):
     """PBegin → (runs to grade, one ``RunToGrade`` each, spread over the workers; stored state
-    rows to keep: unchanged runs, runs outside --since/--until, folders that are gone; with
-    ``full``, a touch of every stored partition)."""
+    rows to keep: unchanged runs, runs outside --since/--until, folders that are gone; stored
+    rows to drop: a regraded folder of sessions', and with ``full`` a touch of every stored partition)."""
 
     def __init__(self, base: str, output: str, plans: PlanSet, trace_config: TraceConfig, full: bool = False,
                  since: str | None = None, until: str | None = None) -> None:
@@ -241,12 +276,12 @@ class DiscoverAndDecide(beam.PTransform):
         decided = (
             pbegin
             | "Root" >> beam.Impulse()  # one element: a Create adds three steps (issue 33, fixed cost)
-            | "Decide" >> beam.ParDo(self.decide).with_outputs(KEEP, DAMAGED, main="todo")
+            | "Decide" >> beam.ParDo(self.decide).with_outputs(KEEP, DROPS, main="todo")
         )
         # One batch per key: the shuffle only spreads the batches (a fusion break, so that
         # distributed runners grade on every worker, not on the one that listed).
         todo = decided.todo | "Spread" >> beam.GroupByKey() | "Runs" >> beam.FlatMap(unbatch_runs)
-        return todo, decided[KEEP], decided[DAMAGED]
+        return todo, decided[KEEP], decided[DROPS]
 
 
 RunIdentity = tuple[Any, Any]  # (run_id, attempt) within a partition

@@ -19,16 +19,17 @@ from graders.families.trace_rules.config import TraceConfig
 from graders.grading.plan import PlanSet
 from graders.prepare import PreparedRun
 from graders.tables.state import GradingDigests, dead_state, drops_for, graded_state
-from transforms.duplicates import ResolveDuplicates
+from transforms.duplicates import STAGE as DUPLICATE
+from transforms.duplicates import PrepareOwned, ResolveDuplicates
 from transforms.incremental import DAMAGED, KEEP, DiscoverAndDecide, kept_identity, stored_rows_of
-from transforms.prepare import DEAD, DEAD_STATE, PrepareRun
+from transforms.prepare import DEAD, DEAD_STATE
 from transforms.trace_verdicts import TaskReliability
 
 
 class ReadRuns(beam.PTransform):
     """PBegin → {"runs": runs to read, one folder per identity; "kept": stored state rows of the
     runs not graded now; "dead"/"dead_state": the extra copies of a run, as dead letters;
-    "touched": partitions the sink must rewrite (every stored one, on --full)}."""
+    "drops": stored rows to drop, partitions the sink must rewrite (every stored one, on --full)}."""
 
     def __init__(self, base: str, output: str, plans: PlanSet, cfg: TraceConfig, full: bool,
                  since: str | None, until: str | None) -> None:
@@ -38,10 +39,10 @@ class ReadRuns(beam.PTransform):
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
         # Listed and decided against the stored state in one step.
-        todo, kept, touched = pbegin | "Discover" >> self.decide
+        todo, kept, drops = pbegin | "Discover" >> self.decide
         unique = (todo, kept) | "Identity" >> self.duplicates
-        return {"runs": unique.runs, "kept": kept, "dead": unique[DEAD], "dead_state": unique[DEAD_STATE],
-                "touched": touched}
+        return {"runs": unique["runs"], "kept": kept, "dead": unique[DEAD], "dead_state": unique[DEAD_STATE],
+                "drops": drops}
 
 
 class _Window(beam.DoFn):
@@ -63,14 +64,15 @@ class _Window(beam.DoFn):
 
 class Prepare(beam.PTransform):
     """Runs to read → {"runs": PreparedRuns dated in the window; "dead"/"dead_state": runs that
-    cannot be prepared; "kept": the stored state of runs found dated outside the window}."""
+    cannot be prepared, and sessions whose identity another input holds; "kept": the stored
+    state of runs found dated outside the window}."""
 
     def __init__(self, base: str, since: str | None, until: str | None) -> None:
         super().__init__()
         self.base, self.since, self.until = base, since, until
 
     def expand(self, runs: beam.PCollection) -> dict[str, beam.PCollection]:
-        prepared = runs | "Read" >> beam.ParDo(PrepareRun(self.base)).with_output_types(
+        prepared = runs | "Read" >> beam.ParDo(PrepareOwned(self.base)).with_output_types(
             PreparedRun).with_outputs(DEAD, DEAD_STATE, main="runs")
         windowed = prepared.runs | "Window" >> beam.ParDo(_Window(self.since, self.until)).with_output_types(
             PreparedRun).with_outputs(KEEP, main="runs")
@@ -100,7 +102,8 @@ class _StateRows(beam.DoFn):
         else:
             row, digest, previous = item
             yield dead_state(row["input"], digest, self.digests.for_workflow(row.get("workflow")),
-                             row.get("workflow"), row.get("date"))
+                             row.get("workflow"), row.get("date"),
+                             "duplicate" if row.get("stage") == DUPLICATE else "dead")
         for drop in drops_for(previous):
             yield beam.pvalue.TaggedOutput(DROPS, drop)
 

@@ -93,8 +93,10 @@ def graded_state(root: str, listing: str, grading: str, workflow: str, date: str
             "fleetgrade_version": FLEETGRADE_VERSION}
 
 
-def dead_state(root: str, listing: str, grading: str, workflow: str | None, date: str | None) -> dict[str, Any]:
-    return {"root": root, "listing_digest": listing, "grading_digest": grading, "outcome": "dead",
+def dead_state(root: str, listing: str, grading: str, workflow: str | None, date: str | None,
+               outcome: str = "dead") -> dict[str, Any]:
+    """``outcome`` "duplicate": a dead letter for its identity, which every job decides again."""
+    return {"root": root, "listing_digest": listing, "grading_digest": grading, "outcome": outcome,
             "workflow": workflow, "date": date, "run_id": None, "attempt": None,
             "fleetgrade_version": FLEETGRADE_VERSION}
 
@@ -113,7 +115,9 @@ def drops_for(previous: dict[str, Any] | None) -> list[Drop]:
 
 
 def unchanged(previous: dict[str, Any] | None, listing: str, grading: str) -> bool:
-    if not previous:
+    """Whether an input may keep its rows: its listing and grading are those recorded, and it is
+    no dead letter for its identity (decided again by each job: its rival may be gone)."""
+    if not previous or previous.get("outcome") == "duplicate":
         return False
     return bool(previous.get("listing_digest") == listing and previous.get("grading_digest") == grading)
 
