@@ -88,8 +88,11 @@ def run_locked(args: argparse.Namespace, options: PipelineOptions, p: beam.Pipel
     job = uuid.uuid4().hex
     if is_dry_run(options):
         return run_pipeline(args, options, p, lambda q: build(q, job))
+    from transforms.upgrade import upgrade_output
+
     try:
         with output_lock(args.output, job, command):
+            upgrade_output(args.output)  # an older fleetgrade's column types, before anything reads them
             return run_pipeline(args, options, p, lambda q: build(q, job))
     except OutputError as exc:
         raise UsageError(str(exc), exit_code=exc.exit_code) from exc

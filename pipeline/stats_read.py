@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from graders.stats.cells import CellAcc, partition_observations, regression_row, shift, with_q_values
 from graders.tables.paths import parse_partition
 from pipeline.tables import create_table_view, has_partitions
+from schemas.tables import SPECS
 from transforms.output_lock import GcsStore
 
 RESULT_COLUMNS = ["run_id", "attempt", "grader_id", "value", "passed", "status", "direction", "unit"]
@@ -61,12 +63,19 @@ def partitions(output: str, table: str) -> list[tuple[str, str]]:
     return sorted((r["workflow"], r["date"]) for r in rows)
 
 
+def _as_text(table: str) -> list[str]:
+    """``date`` and the table's other DATE columns: read as ``YYYY-MM-DD`` text, as the core keys them."""
+    return ["date", *(f.name for f in SPECS[table].schema if pa.types.is_date32(f.type))]
+
+
 def read_rows(output: str, table: str, columns: list[str] | None = None,
               window: tuple[str, str, str] | None = None) -> list[dict[str, Any]]:
-    """``columns`` (all when None) with ``workflow`` and ``date``; ``window`` = (workflow, first
-    date, last date) keeps that workflow's rows in those dates."""
-    picked = "* REPLACE (CAST(date AS VARCHAR) AS date)" if columns is None else ", ".join(
-        ["workflow", "CAST(date AS VARCHAR) AS date", *columns])
+    """``columns`` (all when None) with ``workflow`` and ``date``, dates as text; ``window`` =
+    (workflow, first date, last date) keeps that workflow's rows in those dates."""
+    texts = _as_text(table)
+    picked = ("* REPLACE (" + ", ".join(f"CAST({c} AS VARCHAR) AS {c}" for c in texts) + ")" if columns is None
+              else ", ".join(["workflow", *(f"CAST({c} AS VARCHAR) AS {c}" if c in texts else c
+                                            for c in ["date", *columns])]))
     sql, params = f"SELECT {picked} FROM {table}", []
     if window is not None:
         sql += " WHERE workflow = ? AND date BETWEEN CAST(? AS DATE) AND CAST(? AS DATE)"

@@ -20,7 +20,7 @@ OBSERVATION_SCHEMA = pa.schema(
         pa.field("workflow", pa.string(), nullable=False),
         pa.field("date", pa.string(), nullable=False),  # YYYY-MM-DD, the hive partition value
         pa.field("run_id", pa.string(), nullable=False),
-        pa.field("attempt", pa.int64(), nullable=False),
+        pa.field("attempt", pa.int32(), nullable=False),
         pa.field("evaluator_digest", pa.string(), nullable=False),
         pa.field("evidence_at", UTC_TIMESTAMP, nullable=False),
         pa.field("value", pa.float64()),  # null means no evidence, never 0

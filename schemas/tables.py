@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from schemas.observation_table import OBSERVATION_KEY, OBSERVATION_SCHEMA
+from schemas.observation_table import OBSERVATION_KEY, OBSERVATION_SCHEMA, UTC_TIMESTAMP
 from schemas.partitions import PARTITION_COLUMNS, PARTITION_SCHEMA, file_schema
 from schemas.state_table import STATE_SCHEMA, STATE_TABLE
 from schemas.stats_tables import GRADER_STATS_FILE, REGRESSIONS_FILE
@@ -64,18 +64,18 @@ RUNS = pa.schema(
     [
         ("run_id", pa.string()),
         ("attempt", pa.int32()),
-        ("created_at", pa.string()),
+        ("created_at", UTC_TIMESTAMP),
         ("repository", pa.string()),
         ("metadata_source", pa.string()),
         ("source_kind", pa.string()),
         ("root", pa.string()),
-        ("graders", pa.int32()),
-        ("passed", pa.int32()),
-        ("failed", pa.int32()),
-        ("errors", pa.int32()),
-        ("unavailable", pa.int32()),
-        ("total_input_tokens", pa.float64()),
-        ("total_output_tokens", pa.float64()),
+        ("graders", pa.int64()),
+        ("passed", pa.int64()),
+        ("failed", pa.int64()),
+        ("errors", pa.int64()),
+        ("unavailable", pa.int64()),
+        ("total_input_tokens", pa.int64()),
+        ("total_output_tokens", pa.int64()),
         ("total_duration_ms", pa.float64()),
         ("steps", pa.int64()),
         ("tool_calls", pa.int64()),
