@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import socket
+import stat
 import threading
 import time
 import uuid
@@ -43,6 +44,7 @@ OWNER_NAME = "_owner.json"  # in each job's staging folder
 TTL_ENV = "FLEETGRADE_LOCK_TTL"  # seconds a lock lives without renewal
 DEFAULT_TTL = 600.0  # generous: the pid check frees a dead local job's lock at once
 LOCKED_EXIT = 75  # EX_TEMPFAIL: another job holds the output, try again later
+MAX_RECORD = 1 << 16  # bytes of a lock or owner record read at most (a record is a few hundred)
 LOG = logging.getLogger("fleetgrade")
 
 Clock = Callable[[], float]
@@ -227,11 +229,22 @@ class LocalStore:
             os.close(fd)  # releases the flock
 
     def _get(self, rel: str) -> bytes | None:
+        """A record's bytes; a FIFO, a device, a folder or a link where a record goes reads as
+        b"" (no record: a lock taken over) and is never opened for reading (a FIFO blocked the
+        job), and a record is read to ``MAX_RECORD`` bytes at most (a huge file is none either)."""
         try:
-            with open(self._path(rel), "rb") as fh:
-                return fh.read()
+            fd = os.open(self._path(rel), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # a symbolic link
+                return b""
+            raise
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return b""
+            data: bytes = fh.read(MAX_RECORD + 1)
+            return data
 
     def read(self, rel: str) -> tuple[bytes, Version] | None:
         if not os.path.isdir(self.root):

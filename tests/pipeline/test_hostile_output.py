@@ -38,7 +38,7 @@ pytestmark = pytest.mark.slow
 
 def fleetgrade(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "FLEETGRADE_SHARED": os.environ.get("FLEETGRADE_SHARED", "/work/shared")}
-    return subprocess.run([FLEETGRADE, *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+    return subprocess.run([FLEETGRADE, *args], capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
 
 
 def run(fleet: Path, out: Path, *flags: str) -> subprocess.CompletedProcess[str]:
@@ -276,3 +276,17 @@ def test_a_staging_folder_linked_elsewhere_is_refused_and_nothing_there_is_delet
     assert (victim / "keep" / "file").read_text() == "precious"
     (out / "_staging").unlink()
     assert files(out) == files(clean)
+
+
+def test_fifos_as_the_lock_and_a_staging_owner_never_block_the_job(graded, tmp_path):
+    """A FIFO where `_lock.json` or a gone job's `_owner.json` goes blocked the job on its first
+    read; each is no record (a lock taken over, a staging removed) and is never opened to read."""
+    fleet, clean = graded
+    out = copy_output(clean, tmp_path / "out")
+    os.mkfifo(out / "_lock.json")
+    (out / "_staging" / "gone").mkdir(parents=True)
+    os.mkfifo(out / "_staging" / "gone" / "_owner.json")
+    done = run(fleet, out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "took over the lock" in done.stderr
+    assert files(out) == files(clean) and not (out / "_staging").exists()
