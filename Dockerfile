@@ -1,4 +1,5 @@
-# fleetgrade worker image for Dataflow (--sdk_container_image) and portable runners.
+# fleetgrade worker image for Dataflow (--sdk_container_image), portable runners and Dask workers
+# (`docker run --entrypoint dask IMAGE worker tcp://SCHEDULER:8786`, docs/dask.md).
 #
 # Based on the Beam Python SDK image of the exact Beam version fleetgrade pins, plus the system
 # tools the operational-value grader needs: bash (evaluators), bubblewrap (their sandbox), jq (most
@@ -22,7 +23,7 @@ COPY schemas ./schemas
 COPY graders ./graders
 COPY transforms ./transforms
 COPY pipeline ./pipeline
-RUN pip install --no-cache-dir . \
+RUN pip install --no-cache-dir '.[dask]' \
  && python -c "import graders.families.opvalue.sandbox, pipeline.cli"
 
 # The SDK image's entrypoint (/opt/apache/beam/boot) is kept: Beam starts the worker harness.

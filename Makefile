@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OUT ?= demo-output
 
-.PHONY: install venv system-deps demo test lint bench bench-quick clean
+.PHONY: install venv system-deps demo screenshot test lint bench bench-quick clean
 
 venv:
 	@PYTHON='$(PYTHON)' VENV='$(VENV)' sh tools/venv.sh
@@ -23,7 +23,11 @@ demo: install
 	$(VENV)/bin/fleetgrade run --input examples/fleet --output $(OUT) --trace-config examples/trace-grader.config.yaml --graders-dir examples/graders
 	$(VENV)/bin/fleetgrade sql $(OUT) "SELECT workflow, grader_id, count(*) AS runs, round(avg(value), 3) AS mean, sum(CASE WHEN status = 'fail' THEN 1 ELSE 0 END) AS failed FROM grader_results WHERE source = 'builtin' GROUP BY ALL ORDER BY ALL LIMIT 40"
 	$(VENV)/bin/fleetgrade report $(OUT)
-	@echo "Parquet tables written under $(OUT)/"
+	@echo "Parquet tables written under $(OUT)/; open $(OUT)/report.html. For the README's tour: . $(VENV)/bin/activate"
+
+# The README's picture of the demo report, and the digest of the HTML it shows (tests/test_screenshot.py).
+screenshot: demo
+	$(PY) -m tools.screenshot $(OUT)/report.html docs/img/report.png
 
 lint: install
 	$(VENV)/bin/ruff check schemas graders transforms pipeline tests bench tools

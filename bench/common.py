@@ -28,8 +28,18 @@ BENCH_DIR = Path(os.environ.get("FLEETGRADE_BENCH_DIR", ".bench"))
 LARGE_TIERS = frozenset({"large", "near-limit"})
 
 
+# Judging on fleets nothing was tuned on (issue 39): every part's fleets drawn with another seed
+# (this offset added to each) and another spread of runs over the workflows.
+SEED_OFFSET = int(os.environ.get("FLEETGRADE_BENCH_SEED", "0"))
+WORKFLOW_SKEW = os.environ.get("FLEETGRADE_BENCH_WORKFLOW_SKEW", "")
+
+
 def fleet(seed: int, runs: int, variant: str = "", **options: Any) -> Path:
     """The cached fleet ``<seed>-<runs>[-variant]``; ``options`` are SynthOptions fields."""
+    seed += SEED_OFFSET
+    if WORKFLOW_SKEW:
+        options["workflow_skew"] = float(WORKFLOW_SKEW)
+        variant = f"{variant}-skew{WORKFLOW_SKEW}" if variant else f"skew{WORKFLOW_SKEW}"
     name = f"{seed}-{runs}" + (f"-{variant}" if variant else "")
     out = BENCH_DIR / "fleets" / name
     opts = SynthOptions(runs=runs, seed=seed, **options)

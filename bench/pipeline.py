@@ -17,6 +17,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.runners.runner import PipelineRunner
 
 from bench.common import BENCH_DIR, core_fleet, fleet, plain_loop, row
 from graders.grading.plan import PlanSet, default_plan
@@ -34,11 +35,16 @@ def run_pipeline(root: Path, mode: str) -> float:
     # The fleets' malformed runs are logged as dead letters on purpose; keep the table readable.
     for name in ("fleetgrade", "apache_beam"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    out = BENCH_DIR / "out" / uuid.uuid4().hex
     tune_heap()  # as ``fleetgrade run`` does for a local runner (pipeline/launch.py)
+    return timed_run(root, FnApiRunner(), PipelineOptions([], **MODES[mode]))
+
+
+def timed_run(root: Path, runner: PipelineRunner, options: PipelineOptions) -> float:
+    """Seconds for the fleet graph on ``root`` into a fresh output folder, on ``runner``."""
+    out = BENCH_DIR / "out" / uuid.uuid4().hex
     try:
         started = time.perf_counter()
-        p = beam.Pipeline(runner=FnApiRunner(), options=PipelineOptions([], **MODES[mode]))
+        p = beam.Pipeline(runner=runner, options=options)
         graph.build(p, str(root), str(out), PlanSet(default_plan()), uuid.uuid4().hex)
         p.run().wait_until_finish()
         return time.perf_counter() - started

@@ -104,9 +104,12 @@ class Reference:
 def reference_rows(tier: str, n: int, core_s: float, pipe_s: float, ref_s: float | None, shims: list[str],
                    why_not: str | None, sources: str = "") -> list[dict[str, Any]]:
     """The rows comparing with the reference; without a measurement, one row saying why and no number."""
-    if ref_s is None:  # marked for its target, which is then "not measured", never met
+    if ref_s is None:  # marked for their targets, which are then "not measured", never met
+        why = f"reference not measured: {why_not or 'no measurement'}"
         return [{"name": f"tier {tier}: core / reference", "value": None, "unit": "ratio", "target": "tier-reference",
-                 "note": f"reference not measured: {why_not or 'no measurement'}"}]
+                 "note": why},
+                {"name": f"tier {tier}: pipeline (1 core) / reference", "value": None, "unit": "ratio",
+                 "target": "tier-pipeline-reference", "note": why}]
     stood_in = f"; gh-aw helpers stood in for: {', '.join(shims)}" if shims else ""
     return [
         row(f"tier {tier}: reference runs/s (gh-aw JS, warm, 1 process)", n / ref_s, "runs/s",
@@ -114,5 +117,5 @@ def reference_rows(tier: str, n: int, core_s: float, pipe_s: float, ref_s: float
         row(f"tier {tier}: core / reference", ref_s / core_s, "ratio", baseline=ref_s, ratio=ref_s / core_s,
             target="tier-reference"),
         row(f"tier {tier}: pipeline (1 core) / reference", ref_s / pipe_s, "ratio", baseline=ref_s,
-            ratio=ref_s / pipe_s),
+            ratio=ref_s / pipe_s, target="tier-pipeline-reference"),
     ]

@@ -128,6 +128,9 @@ def run(quick: bool) -> list[dict[str, Any]]:
                     baseline=m["floor"], ratio=m["floor"] / m["prepare"],
                     note="the core before any grader: the run's files listed, read, hashed and preprocessed"),
                 row(f"tier {tier}: pipeline runs/s (in-process, start-up included)", n / pipe, "runs/s"),
+                row(f"tier {tier}: pipeline time / core loop time", pipe / m["core"], "ratio", baseline=m["core"],
+                    ratio=pipe / m["core"], target="tier-pipeline-core",
+                    note="the whole job (start-up included) against the plain loop's best time per run"),
             ]
             rows += reference.reference_rows(tier, n, m["core"], pipe, m["ref"] if ref is not None else None,
                                              ref.shims if ref is not None else [], why_not,

@@ -1,8 +1,14 @@
 """Writes the bundled sample fleet under examples/fleet/ (deterministic; rerun to regenerate).
 
-Three gh-aw workflows over three days, with reruns (attempt 2), token usage, MCP gateway logs,
-Copilot events.jsonl, agent_output.json safe outputs, embedded Trajectory IR on some runs, and
-a few broken runs that must end in the dead letter. daily-file-diet runs carry gh-aw's archived
+Three gh-aw workflows with reruns (attempt 2), token usage, MCP gateway logs, Copilot
+events.jsonl, agent_output.json safe outputs, embedded Trajectory IR on some runs, and a few
+broken runs that must end in the dead letter. Every workflow runs three times a day on the last
+three days (DAYS); issue-triage (twice a day) and ci-doctor (once) also ran on the 11 days
+before (HISTORY_DAYS), so their regression cells have a baseline. The planted change: from
+CHANGE_DATE on, issue-triage's tool calls fail 80% of the time instead of 5%, a regression the
+demo's `check` and report find and date. daily-file-diet is new (three days): too little
+history to test yet. The history is drawn from its own generator, so the three days' runs are
+the same runs with or without it. daily-file-diet runs carry gh-aw's archived
 operational-value files (manifest, frozen evaluator, original grader_results.json) for
 `fleetgrade regrade`; its first day's runs froze a transitional evaluator that also speaks the
 older attainment protocol, and one run in 11 has a tampered evaluator.
@@ -23,7 +29,20 @@ WORKFLOWS = {
     "ci-doctor": ["bash", "github-get_workflow_run", "github-list_workflow_jobs", "view", "grep"],
 }
 DAYS = ["2026-11-28", "2026-11-29", "2026-11-30"]
+HISTORY_DAYS = [f"2026-11-{d}" for d in range(17, 28)]
+HISTORY_WORKFLOWS = {"issue-triage": 2, "ci-doctor": 1}  # runs a day
+CHANGE_DATE = "2026-11-26"  # issue-triage's tool calls fail more often from this day on
+FAILURE = 0.15  # the chance that a completed tool call failed
+FAILURE_BEFORE, FAILURE_AFTER = 0.05, 0.8  # issue-triage's, before and from CHANGE_DATE
+HISTORY_SEED = 3  # a draw whose unchanged cells show no false alarm (the test says so)
 MODELS = ["gpt-5", "claude-sonnet-4.5"]
+
+
+def failure_rate(wf: str, day: str) -> float:
+    """The planted change: issue-triage's calls fail more often from CHANGE_DATE on."""
+    if wf != "issue-triage":
+        return FAILURE
+    return FAILURE_AFTER if day >= CHANGE_DATE else FAILURE_BEFORE
 
 
 def dump(path: Path, obj: object) -> None:
@@ -82,7 +101,7 @@ def trajectory_ir(rng: random.Random, run_id: str) -> dict[str, object]:
 def task_fields(wf: str, run_id: int) -> dict[str, object]:
     """The triggering issue or PR: reruns on one number are one task for pass^k."""
     if wf == "issue-triage":
-        return {"issue_number": 100 + run_id % 4}
+        return {"issue_number": run_id % 1000}
     if wf == "ci-doctor":
         return {"pull_request_number": 500 + run_id % 3}
     return {}
@@ -99,6 +118,7 @@ def write_run(wf: str, day: str, run_id: int, attempt: int, rng: random.Random) 
         **task_fields(wf, run_id),
     })
     tools = WORKFLOWS[wf]
+    failure = failure_rate(wf, day)
     n_calls = rng.randint(3, 14)
     storm = rng.random() < 0.15  # a stretch of identical failing calls: trace-grader's retry_storm
     events: list[object] = [{"type": "session.start", "data": {"sessionId": f"s-{run_id}", "version": 1}}]
@@ -116,7 +136,7 @@ def write_run(wf: str, day: str, run_id: int, attempt: int, rng: random.Random) 
             start["mcpToolName"] = tool.split("-", 1)[1]
         events.append({"type": "tool.execution_start", "data": start, "timestamp": f"{day}T{hour:02d}:00:{i:02d}Z"})
         if rng.random() < 0.93 or (storm and 2 <= i < 6):
-            ok = rng.random() > 0.15 and not (storm and 2 <= i < 6)
+            ok = rng.random() > failure and not (storm and 2 <= i < 6)
             done: dict[str, object] = {"toolCallId": call_id, "success": ok}
             if not ok:
                 done["error"] = {"message": "command failed", "code": "failure"}
@@ -277,6 +297,19 @@ def write_broken() -> None:
     (empty / "notes.txt").write_text("download interrupted\n")
 
 
+def write_history() -> None:
+    """Runs (and some reruns) on the days before DAYS, with run ids below the three days' ones."""
+    rng = random.Random(HISTORY_SEED)
+    run_id = 7_090_000
+    for wf, per_day in HISTORY_WORKFLOWS.items():
+        for day in HISTORY_DAYS:
+            for _ in range(per_day):
+                run_id += rng.randint(3, 40)
+                write_run(wf, day, run_id, 1, rng)
+                if rng.random() < 0.2:
+                    write_run(wf, day, run_id, 2, rng)
+
+
 def main() -> None:
     if ROOT.exists():
         shutil.rmtree(ROOT)
@@ -290,6 +323,7 @@ def main() -> None:
                 if rng.random() < 0.3:  # a rerun of the same run
                     write_run(wf, day, run_id, 2, rng)
     write_broken()
+    write_history()
     (ROOT / "README.md").write_text("Sample fleet for `make demo`; regenerate with `python examples/make_fleet.py`.\n")
 
 

@@ -24,12 +24,14 @@ from graders.families.opvalue.request import RunSubject
 from graders.families.trace_rules.config import TraceConfig
 from graders.families.trace_rules.verdicts import grade_run as grade_trace_rules
 from graders.formats.ghaw.trace import run_from_ghaw_trace, task_key
+from graders.formats.session import steps_of
 from graders.grading.engine import Executor, grade_trace
 from graders.grading.plan import GradingPlan, PlanSet, family_ids
 from graders.grading.registry import close_executor, make_executor, sandboxed_families
 from graders.prepare import PreparedRun, prepare_run
 from graders.runs.runfiles import RunFiles
 from graders.runs.runmeta import determine_run_meta
+from graders.stats.cells import stats_warnings
 from graders.tables.drift import drift_rows
 from graders.tables.rows import dead_letter_row, result_rows, run_row
 from schemas.documents import RunMeta
@@ -93,6 +95,9 @@ def verdict_row(prep: PreparedRun, cfg: TraceConfig) -> dict[str, Any]:
     conclusion = prep.evidence.conclusion if prep.evidence is not None else None
     run = prep.steps_run or run_from_ghaw_trace(
         prep.trace, task_key(prep.aw_info, m.workflow), m.run_id, conclusion)
+    if prep.steps_run is None and prep.evidence is not None and prep.evidence.step_calls:
+        # The engine's own calls, which the trace (gh-aw's preprocessing) does not read.
+        run.steps = steps_of(prep.evidence.step_calls)
     report = grade_trace_rules(run, cfg)
     return {
         "workflow": m.workflow,
@@ -202,6 +207,8 @@ class RunGrader:
             # The observed grades count in the run's status counts too.
             run = run_row(prep.meta, prep.trace, [*results, *observed], prep.report, plan, prep.input_digest,
                           prep.source_kind)
+            # What the fleet statistics cannot take is said on the run (graders/stats/bounds.py).
+            run["warnings"].extend(stats_warnings(prep.meta.date, rows))
         except Exception as exc:
             if strict:
                 raise

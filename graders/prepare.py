@@ -83,7 +83,7 @@ def _prepared(files: RunFiles, run_root: str, identify: Callable[[RunFiles, str]
     evals = read_evals(files, report)
     archived = archived_entry(files)
     file_ir = read_trajectory_ir_file(files, report)
-    evidence = read_evidence(files, aw_info, tokens)
+    evidence = read_evidence(files, aw_info, tokens, trace)
     report.warnings.extend(evidence_warnings(evidence))
     files.check_time()  # preprocessing after the last read counts too
     return PreparedRun(meta, trace, report, files.input_digest(), evals, aw_info, archived, file_ir, evidence=evidence)

@@ -11,15 +11,18 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC, datetime
+from typing import IO, Any
 
 from graders.formats import SNIFF_BYTES, Session, Source, read_file, sniff
 from graders.formats.claude_code import SUBAGENT_FILE
+from graders.formats.evidence import SESSION_FILES, session_evidence
 from graders.formats.ghaw.preprocess import PreprocessReport
-from graders.formats.session import ON_RECORD
+from graders.formats.session import ON_RECORD, FileStream
 from graders.prepare import PreparedRun
-from graders.runs.layout import DATE_DIR, layout_hints, not_a_date_folder
+from graders.runs.layout import DATE_DIR, SNIFFED_SUFFIXES, layout_hints, not_a_date_folder
 from graders.runs.runfiles import RunFiles
 from graders.runs.runmeta import (
     MAX_REPOSITORY_CHARS,
@@ -33,11 +36,14 @@ from graders.runs.runmeta import (
 )
 from schemas.documents import RunMeta
 
+UNIFIED = SESSION_FILES[0]  # where a run keeps its unified session
+
 
 @dataclass
 class NotASession:
-    """A ``.json`` document no reader recognises (a manifest, a `gh aw logs --json` summary): a
-    stray, as every other file outside a run; a ``.jsonl``/``.ndjson`` one is a failure instead."""
+    """A ``.json`` document or ``.log`` no reader recognises (a manifest, a `gh aw logs --json`
+    summary, a build log): a stray, as every other file outside a run; a ``.jsonl``/``.ndjson``
+    one is a failure instead."""
 
     path: str
 
@@ -67,25 +73,48 @@ def _folder_workflow(hint: str) -> str | None:
     return next((p for p in reversed(hint.split("/")) if p and not DATE_DIR.match(p)), None)
 
 
-def session_meta(session: Session, file_rel: str, hint: str, display: str) -> RunMeta:
+def session_date(session: Session, hint: str, display: str, mtime: float | None) -> str:
+    """The session's date: its first timestamp; else the date part of a timestamp that does not
+    parse (a warning says so); else a ``YYYY-MM-DD`` folder above the file; else the file's
+    modification time (a warning says so); else none can be given (``MetadataError``). Each within
+    the run dates fleetgrade grades."""
+    if session.created_at is not None:
+        return utc_date_of(session.created_at, display, "the session's first timestamp")
+    if session.date_part is not None:
+        day = utc_date_of(session.date_part, display, f"the date part of the timestamp {session.bad_time!r}")
+        session.warnings.append(f"{display}: timestamp {session.bad_time!r} is not ISO 8601; the session's "
+                                f"date is its date part, {day}")
+        return day
+    found = layout_hints(f"{hint}/x" if hint else "x")[2]
+    if found is not None:
+        return found
+    bad = f" (timestamp {session.bad_time!r} is not ISO 8601)" if session.bad_time else " (no timestamp in the file)"
+    bad_folder = not_a_date_folder(f"{hint}/x")
+    if bad_folder is not None:
+        raise MetadataError(f"{display}: no date in the file{bad}, and the folder {bad_folder!r} above it is "
+                            f"not a real date (YYYY-MM-DD) within the run dates fleetgrade grades ({RUN_DATES})")
+    if mtime is not None:
+        try:
+            stamp = datetime.fromtimestamp(mtime, UTC).isoformat()
+        except (ValueError, OverflowError, OSError):
+            stamp = None
+        if stamp is not None:
+            day = utc_date_of(stamp, display, "the file's modification time")
+            session.warnings.append(f"{display}: no usable date in the file{bad} and no YYYY-MM-DD folder "
+                                    f"above it; the session's date is the file's modification time, {day}")
+            return day
+    raise MetadataError(f"{display}: cannot determine the session's date{bad}, no YYYY-MM-DD folder above "
+                        "it and no modification time")
+
+
+def session_meta(session: Session, file_rel: str, hint: str, display: str, mtime: float | None = None) -> RunMeta:
     """The run identity of one session of the file ``file_rel`` (relative to its group folder,
     whose path relative to the input is ``hint``)."""
     stem = file_rel.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     from_file = session.run_id is not None and session.workflow is not None
     workflow = session.workflow or _folder_workflow(hint) or session.kind
     run_id = session.run_id or stem
-    if session.created_at is not None:
-        date = utc_date_of(session.created_at, display, "the session's first timestamp")
-    else:
-        found = layout_hints(f"{hint}/x" if hint else "x")[2]
-        bad_folder = not_a_date_folder(f"{hint}/x")
-        if found is None and bad_folder is not None:
-            raise MetadataError(f"{display}: no timestamp in the file, and the folder {bad_folder!r} above it is "
-                                f"not a real date (YYYY-MM-DD) within the run dates fleetgrade grades ({RUN_DATES})")
-        if found is None:
-            raise MetadataError(f"{display}: cannot determine the session's date (no timestamp in the file "
-                                "and no YYYY-MM-DD folder above it)")
-        date = found
+    date = session_date(session, hint, display, mtime)
     check_name(workflow, "workflow", MAX_WORKFLOW_CHARS, display)
     check_name(run_id, "run id", MAX_RUN_ID_CHARS, display)
     if session.repository is not None:
@@ -93,37 +122,6 @@ def session_meta(session: Session, file_rel: str, hint: str, display: str) -> Ru
     return RunMeta(workflow=workflow, run_id=run_id, attempt=parse_attempt(session.attempt, display), date=date,
                    created_at=session.created_at, repository=session.repository,
                    metadata_source="file" if from_file else "layout", root=display)
-
-
-class FileStream:
-    """A session file read as its reader asks (``graders.formats.session.Stream``), never held
-    whole: its lines block by block under the run's read budget (``RunFiles.iter_line_batches``,
-    which also takes its digest), its head for sniffing."""
-
-    def __init__(self, files: RunFiles, rel: str) -> None:
-        self.files, self.rel = files, rel
-        self._head = b""
-
-    def head(self, size: int) -> bytes:
-        # Not charged to the budget: the same bytes are, when the file is read.
-        if len(self._head) < size:
-            with self.files.open(self.rel) as fh:
-                self._head = fh.read(size)
-        return self._head[:size]
-
-    def lines(self) -> Iterator[bytes]:
-        for batch in self.files.iter_line_batches(self.rel):
-            yield from batch
-
-    def read(self) -> bytes:
-        return self.files.read(self.rel)
-
-    def digest(self) -> tuple[int, str]:
-        """(bytes, SHA-256) of the file; read through now if its reader did not read it all."""
-        if self.rel not in self.files.file_digests:
-            for _ in self.files.iter_line_batches(self.rel):
-                pass
-        return self.files.read_sizes[self.rel], self.files.file_digests[self.rel]
 
 
 def _digest(parts: list[tuple[str, int, str]]) -> str:
@@ -140,6 +138,11 @@ def session_digest(files: RunFiles, rel: str) -> str:
     stem = rel.removesuffix(".jsonl")
     own = [rel, *sorted(r for r in files.sizes if SUBAGENT_FILE.match(r) and r.startswith(stem + "/"))]
     return _digest([(r, *FileStream(files, r).digest()) for r in own])
+
+
+def _open_as(files: RunFiles, rel: str, _as: str) -> AbstractContextManager[IO[bytes]]:
+    """``files``' file ``rel``, opened under another name (a session file read as a run's file)."""
+    return files.open(rel)
 
 
 def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | SessionFailure | NotASession]:
@@ -182,7 +185,7 @@ def _read_sessions(files: RunFiles, hint: str, claims_only: bool,
         streams = {r: FileStream(one, r) for r in own}
         prepared: list[PreparedRun | SessionClaim] = []
         try:
-            if rel.endswith(".json") and sniff(rel, streams[rel].head(SNIFF_BYTES)) is None:
+            if rel.endswith(SNIFFED_SUFFIXES) and sniff(rel, streams[rel].head(SNIFF_BYTES)) is None:
                 yield NotASession(display)
                 continue
             counted = ON_RECORD.set(functools.partial(one.keep, 1, rel))
@@ -193,14 +196,18 @@ def _read_sessions(files: RunFiles, hint: str, claims_only: bool,
             parts = [(r, *streams[r].digest()) for r in own]
             digest = _digest(parts)
             for s in sessions:
-                meta = session_meta(s, rel, folder_hint, display)
+                meta = session_meta(s, rel, folder_hint, display, files.mtimes.get(rel))
                 if claims_only:  # who the session says it is (transforms/duplicates.py), nothing more
                     prepared.append(SessionClaim(display, meta, digest))
                     continue
                 report = PreprocessReport(sources={"session": rel}, warnings=list(s.warnings),
                                           bytes_read=sum(size for _, size, _ in parts))
                 run = s.run(task=meta.workflow, run_id=meta.run_id)
-                prepared.append(PreparedRun(meta, s.trace(), report, digest, source_kind=s.kind, steps_run=run))
+                # A unified session is read again, streamed, by the observed layer's own reader.
+                unified = RunFiles(one.root, {UNIFIED: one.sizes[rel]}, functools.partial(_open_as, one, rel)) \
+                    if s.kind == "aw-session" else None
+                prepared.append(PreparedRun(meta, s.trace(), report, digest, evidence=session_evidence(s, unified),
+                                            source_kind=s.kind, steps_run=run))
             sessions = None  # the readers' sessions are not kept while their runs are graded
             one.check_time(rel)
         except Exception as exc:  # this file's failure, never the folder's: the others are graded

@@ -1,7 +1,7 @@
 """Beam's own flags that ``run`` and ``regrade`` pass through (``--project``, ``--temp_location``, …).
 
 Only flags that Beam's ``PipelineOptions`` define for the runners fleetgrade supports (direct,
-direct-multiprocess, portable, Dataflow) pass; anything else is an unknown flag. Beam itself only
+direct-multiprocess, portable, Dataflow, Dask) pass; anything else is an unknown flag. Beam itself only
 logs "Unparseable argument" for a flag it does not know and carries on, which once let a typo
 (``--graders-dri``) grade a fleet with the default graders. Imported by ``run``/``regrade`` only.
 """
@@ -22,11 +22,16 @@ def _option_classes() -> tuple[type, ...]:
 
     # Options of the runners fleetgrade supports and of what every job uses (types, setup, GCS
     # for gs:// fleets); not those of Flink/Spark/Prism/Kafka runners, or of S3/Azure/HDFS.
-    return (
+    classes: tuple[type, ...] = (
         po.StandardOptions, po.TypeOptions, po.DirectOptions, po.GoogleCloudOptions, po.WorkerOptions,
         po.DebugOptions, po.ProfilingOptions, po.SetupOptions, po.PortableOptions, po.JobServerOptions,
         po.CrossLanguageOptions, po.TestOptions,
     )
+    try:  # the dask runner's (--dask_client_address, …) where the optional dask extra is installed
+        from apache_beam.runners.dask.dask_runner import DaskOptions
+    except ImportError:
+        return classes
+    return (*classes, DaskOptions)
 
 
 @functools.cache

@@ -1,8 +1,11 @@
 """``fleetgrade check OUTPUT``: the nightly gate on ``regressions`` (docs/statistics.md).
 
 Exit 1 when a cell is ``regressed`` at the chosen false-discovery rate and minimum effect, 0
-otherwise, 2 on bad usage. No Beam: the stored table is read with pyarrow, or recomputed from
-the stored grades with the pure core when other windows are asked for.
+otherwise, 2 on bad usage, and :data:`UNTESTED_EXIT` when no cell could be tested at all (a gate
+that tested nothing must not pass; ``--allow-untested`` lets it). Cells never graded in either
+window (the grader was unavailable or errored on every run) are counted apart: more runs would
+not make them testable. No Beam: the stored table is read with pyarrow, or recomputed from the
+stored grades with the pure core when other windows are asked for.
 """
 
 from __future__ import annotations
@@ -16,13 +19,16 @@ from typing import Any
 
 import duckdb
 
-from graders.stats.cells import DEFAULT_BASELINE, DEFAULT_FDR, DEFAULT_WINDOW, verdict
+from graders.stats.cells import DEFAULT_BASELINE, DEFAULT_FDR, DEFAULT_WINDOW, MIN_RUNS, verdict
 from pipeline.console import shown_rows
-from pipeline.errors import UsageError, literal_path
+from pipeline.errors import UsageError, literal_path, one_line
 from pipeline.options import days
 from pipeline.stats_read import (
+    CHANGED,
     copy_table,
+    graded,
     has_table,
+    history_span,
     recompute_regressions,
     stored_regressions,
     stored_windows,
@@ -31,6 +37,9 @@ from pipeline.stats_read import (
 from pipeline.tables import explain
 
 COLUMNS = ("workflow", "grader", "verdict", "current", "baseline", "diff [95% interval]", "q", "change")
+# No cell could be tested (docs/command-line.md): not 0, since the gate saw nothing, and apart
+# from 1 (a regression) and 2 (a usage mistake), like pytest's 5 when it collected no test.
+UNTESTED_EXIT = 5
 
 
 def _fraction(text: str) -> float:
@@ -52,7 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "check",
         help="exit 1 when a workflow's grades regressed (the table regressions; a CI gate after `run`)",
         description="Prints the regressions table worst first. Exit status: 1 when any cell is "
-        "'regressed' at --fdr and --min-effect, 0 otherwise, 2 on bad usage.",
+        f"'regressed' at --fdr and --min-effect, {UNTESTED_EXIT} when no cell could be tested (too little "
+        "history), 0 otherwise, 2 on bad usage.",
     )
     p.add_argument("output", help="the output folder of `fleetgrade run`")
     p.add_argument("--fdr", type=_fraction, default=DEFAULT_FDR,
@@ -66,6 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--workflow", action="append", default=[], help="only this workflow (repeatable)")
     p.add_argument("--grader", action="append", default=[], help="only this grader id (repeatable)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--allow-untested", action="store_true",
+                   help=f"exit 0 rather than {UNTESTED_EXIT} when no cell could be tested (a new fleet's first weeks)")
     p.set_defaults(func=handle)
 
 
@@ -82,9 +94,10 @@ def _cells(r: dict[str, Any]) -> tuple[str, ...]:
     state = r["verdict"]
     if state == "insufficient-data" and r.get("runs_needed"):
         state += f" (needs {r['runs_needed']} more run(s))"
+    # A change date says where a change happened: on a cell not called changed it would mislead.
+    change = (r.get("change_date") or "-") if state in CHANGED else "-"
     return (r["workflow"], r["grader_id"], state, f"{_num(r.get('mean_current'))} (n={r['n_current']})",
-            f"{_num(r.get('mean_baseline'))} (n={r['n_baseline']})", diff, _num(r.get("q_value"), 2),
-            r.get("change_date") or "-")
+            f"{_num(r.get('mean_baseline'))} (n={r['n_baseline']})", diff, _num(r.get("q_value"), 2), change)
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
@@ -146,19 +159,52 @@ def handle(args: argparse.Namespace) -> int:
     rows = [{**r, "verdict": verdict(r, args.fdr, args.min_effect)} for r in rows
             if (not args.workflow or r["workflow"] in args.workflow)
             and (not args.grader or r["grader_id"] in args.grader)]
-    rows = worst_first(rows)
-    regressed = sum(r["verdict"] == "regressed" for r in rows)
+    never = [r for r in rows if not graded(r)]
+    rows = worst_first([r for r in rows if graded(r)])
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in ("regressed", "improved", "no-change",
+                                                                "insufficient-data")}
+    tested = len(rows) - counts["insufficient-data"]
     if args.json:
         import orjson
 
         doc = {"fdr": args.fdr, "min_effect": args.min_effect, "window": args.window, "baseline": args.baseline,
-               "regressed": regressed, "rows": rows}
+               "regressed": counts["regressed"], "tested": tested, "untested": counts["insufficient-data"],
+               "never_graded": [{"workflow": r["workflow"], "grader_id": r["grader_id"]} for r in never],
+               "rows": rows}
         sys.stdout.write(orjson.dumps(doc, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
+    elif tested or args.allow_untested:
         print(_table(shown_rows(rows)))  # names from artifacts, escaped
-        counts = {v: sum(r["verdict"] == v for r in rows) for v in ("regressed", "improved", "no-change",
-                                                                        "insufficient-data")}
         print(f"\n{len(rows)} cell(s): " + ", ".join(f"{n} {v}" for v, n in counts.items())
               + f" (q ≤ {args.fdr:g}, |effect| ≥ {args.min_effect:g} SD; {args.window} days vs the "
               f"{args.baseline} before)")
-    return 1 if regressed else 0
+        if never:
+            print(_never_line(never))
+        if any(r["verdict"] == "no-change" and _excludes_zero(r) for r in rows):
+            print("A no-change cell's interval may exclude 0: the interval is the cell's own, its q corrects for "
+                  f"the {tested} cells tested together (Benjamini-Hochberg); only q decides (docs/statistics.md).")
+    if not tested:
+        print(one_line("check", _untested_line(args, counts["insufficient-data"], len(never))), file=sys.stderr)
+        return 0 if args.allow_untested else UNTESTED_EXIT
+    return 1 if counts["regressed"] else 0
+
+
+def _excludes_zero(r: dict[str, Any]) -> bool:
+    low, high = r.get("diff_low"), r.get("diff_high")
+    return low is not None and high is not None and (low > 0 or high < 0)
+
+
+def _never_line(never: list[dict[str, Any]]) -> str:
+    """The cells no run gave a value to, as one line per the graders concerned."""
+    graders = sorted({r["grader_id"] for r in never})
+    return (f"{len(never)} more cell(s) never graded in either window (the grader was unavailable or errored on "
+            f"every run; more runs will not change that): {', '.join(graders)}")
+
+
+def _untested_line(args: argparse.Namespace, short: int, never: int) -> str:
+    span = history_span(args.output, args.workflow)
+    history = f"; the runs span {span} day(s)" if span is not None else ""
+    text = (f"nothing could be tested: {short} cell(s) need more history; the baseline window needs runs in "
+            f"the {args.baseline} days before the last {args.window} ({MIN_RUNS} graded runs in each window){history}")
+    if never:
+        text += f"; {never} cell(s) never graded (unavailable or errored on every run)"
+    return text + ("" if args.allow_untested else "; --allow-untested exits 0")

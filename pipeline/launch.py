@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -12,7 +13,8 @@ from typing import TYPE_CHECKING
 from pipeline import console, preflight
 from pipeline.beam_flags import parse_check
 from pipeline.errors import UsageError
-from pipeline.options import LOCAL_RUNNERS, is_dry_run, local_runner, pipeline_options
+from pipeline.options import LOCAL_RUNNERS, dask_missing, is_dry_run, pipeline_options, runner_object
+from pipeline.runners.loopback import loopback_grpc
 from transforms.heap import tune_heap
 from transforms.output_lock import OutputError, output_lock
 from transforms.progress import reporting
@@ -27,11 +29,18 @@ def configure_logging(level: str) -> None:
     console.configure_logging(level)
     for noisy in ("apache_beam", "urllib3", "google"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+    # Dask's scheduler and local workers set their loggers' levels from dask's config when
+    # distributed is imported (later, by the dask runner), and their processes inherit this.
+    # Its warnings are a cluster's housekeeping ("worker process still alive after 4.0 seconds").
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
+    os.environ.setdefault("DASK_LOGGING__FLEETGRADE", level.lower())
 
 
 def beam_options(args: argparse.Namespace) -> PipelineOptions:
     """Beam's options from our flags and the pass-through ones; a bad value is a usage error."""
 
+    if args.runner == "dask" and (missing := dask_missing()):
+        raise UsageError(missing, "--runner dask")
     parse_check(args.extra)
     options = pipeline_options(args, args.extra)
     if args.runner == "portable":
@@ -48,8 +57,9 @@ def new_pipeline(args: argparse.Namespace, options: PipelineOptions) -> beam.Pip
     """The pipeline on the chosen runner (never Prism locally); Beam validates its options here."""
     import apache_beam as beam
 
-    runner = local_runner(args.runner)
-    if runner is not None:  # the local runner holds the job's buffers in this process
+    loopback_grpc()  # the servers Beam starts in this process serve this machine only
+    runner = runner_object(args.runner)
+    if args.runner in LOCAL_RUNNERS:  # the local runner holds the job's buffers in this process
         tune_heap()
     try:
         if runner is None:

@@ -20,6 +20,7 @@ RUNNERS: dict[str, tuple[str, ...]] = {
     "direct-multiprocess": (),
     "portable": ("PortableRunner",),
     "dataflow": ("DataflowRunner",),
+    "dask": ("DaskRunner",),
 }
 _RUNNER_ALIASES = {alias.lower(): name for name, aliases in RUNNERS.items() for alias in (name, *aliases)}
 LOCAL_RUNNERS = frozenset({"direct", "direct-multiprocess"})
@@ -72,7 +73,8 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
         "--runner",
         default="direct",
         type=runner_name,
-        help="direct (in-process), direct-multiprocess, portable (--job_endpoint …) or dataflow",
+        help="direct (in-process), direct-multiprocess, portable (--job_endpoint …), dataflow or dask "
+             "(--dask_client_address tcp://HOST:PORT, else a local cluster)",
     )
     parser.add_argument("--direct-num-workers", type=int, default=0, help="workers for direct-multiprocess")
     parser.add_argument(
@@ -100,12 +102,27 @@ def days(text: str) -> int:
     return value
 
 
-def local_runner(name: str) -> PipelineRunner | None:
-    """The runner object for local names; None means "let Beam resolve ``--runner``"."""
-    if runner_name(name) in LOCAL_RUNNERS:
+def runner_object(name: str) -> PipelineRunner | None:
+    """The runner object fleetgrade builds itself (the local ones, and Beam's Dask runner with
+    fleetgrade's fixes); None means "let Beam resolve ``--runner``"."""
+    name = runner_name(name)
+    if name in LOCAL_RUNNERS:
         from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
         return FnApiRunner()
+    if name == "dask":
+        from pipeline.runners.dask_runner import DaskRunner
+
+        return DaskRunner()
+    return None
+
+
+def dask_missing() -> str | None:
+    """Why ``--runner dask`` cannot run here (the optional extra is not installed), or None."""
+    try:
+        import dask.distributed  # noqa: F401
+    except ImportError as exc:
+        return f"the dask runner needs the dask extra (pip install 'fleetgrade[dask]'): {exc}"
     return None
 
 
@@ -120,7 +137,7 @@ def pipeline_options(args: argparse.Namespace, extra: list[str]) -> PipelineOpti
         opts.update(direct_running_mode="multi_processing", direct_num_workers=args.direct_num_workers or 2)
     elif runner == "direct":
         opts.update(direct_running_mode="in_memory")
-    else:
+    elif runner != "dask":  # fleetgrade builds the dask runner itself (runner_object)
         flags.append(f"--runner={_BEAM_RUNNER[runner]}")
     options = PipelineOptions(flags, **opts)
     options.view_as(StandardOptions)

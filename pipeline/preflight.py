@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from graders.families.inline_js.sandbox import JsGraderError, JsSandbox
 from graders.formats import SNIFF_BYTES, sniff
-from graders.runs.layout import run_root_of, session_root_of
+from graders.runs.layout import SNIFFED_SUFFIXES, run_root_of, session_root_of
 from graders.runs.runfiles import DIR, sorted_entries, split_entry
 from pipeline.errors import UsageError, literal_path
 from transforms.gcs import use_emulator_if_configured
@@ -174,11 +174,11 @@ def _first_run(base: str) -> str | None:
 
 def _session_file(base: str, rel: str) -> bool:
     """Whether ``rel`` is graded as a session file (graders/prepare_sessions.py): a ``.jsonl`` or
-    ``.ndjson`` always; a local ``.json`` only if a reader recognises it (other JSON documents
-    beside runs, manifests and summaries, are strays)."""
+    ``.ndjson`` always; a local ``.json`` or ``.log`` only if a reader recognises it (other JSON
+    documents and logs beside runs, manifests and summaries, are strays)."""
     if session_root_of(rel) is None:
         return False
-    if not rel.endswith(".json") or is_gcs(base):
+    if not rel.endswith(SNIFFED_SUFFIXES) or is_gcs(base):
         return True
     try:
         with open(os.path.join(base, rel), "rb") as fh:

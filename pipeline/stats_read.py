@@ -7,6 +7,7 @@ with the same pure core (graders/stats) the pipeline uses, so both give the same
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from graders.stats.bounds import ordinal
 from graders.stats.cells import CellAcc, partition_observations, regression_row, shift, with_q_values
 from graders.tables.paths import parse_partition
 from pipeline.tables import create_table_view, has_partitions
@@ -23,6 +25,7 @@ from transforms.output_lock import GcsStore
 RESULT_COLUMNS = ["run_id", "attempt", "grader_id", "value", "passed", "status", "direction", "unit"]
 VERDICT_COLUMNS = ["run_id", "attempt", "task", "delivered"]
 ORDER = {"regressed": 0, "improved": 1, "no-change": 2, "insufficient-data": 3}
+CHANGED = ("regressed", "improved")  # the verdicts whose change date is shown
 
 
 def has_table(output: str, table: str) -> bool:
@@ -104,7 +107,8 @@ def recompute_regressions(output: str, window: int, baseline: int, until: str | 
     date (at most ``until``), with BH q-values across all of them (as ``fleetgrade run`` computes them)."""
     latest: dict[str, str] = {}
     for wf, date in partitions(output, "grader_results"):
-        if until is None or date <= until:
+        # A date outside the statistics' range (graders/stats/bounds.py) is never a window's end.
+        if ordinal(date) is not None and (until is None or date <= until):
             latest[wf] = max(latest.get(wf, date), date)
     tests = []
     for wf, end in sorted(latest.items()):
@@ -121,6 +125,22 @@ def recompute_regressions(output: str, window: int, baseline: int, until: str | 
         for grader in sorted(daily):
             tests.append(regression_row(wf, grader, daily[grader], end, window, baseline))
     return with_q_values(tests)
+
+
+def graded(r: dict[str, Any]) -> bool:
+    """Whether a regressions cell has any graded value: one without (a grader unavailable or
+    erroring on every run) cannot be tested however many runs come."""
+    return bool(r.get("n_current") or r.get("n_baseline"))
+
+
+def history_span(output: str, workflows: list[str] | None = None) -> int | None:
+    """Days from the first to the last date of ``grader_results`` (of ``workflows``), or None on
+    gs:// (only the regressions table is read there)."""
+    if output.startswith("gs://"):
+        return None
+    dates = [dt.date.fromisoformat(d) for wf, d in partitions(output, "grader_results")
+             if not workflows or wf in workflows]
+    return (max(dates) - min(dates)).days + 1 if dates else None
 
 
 def worst_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -53,7 +53,7 @@ def test_the_worked_example_registers_a_grader_that_grades_real_runs(scratch_reg
     before = scratch_registry.grader_ids()
     _run_as_module("graders.families.tool_usage", ROOT / "graders/families/tool_usage.py",
                    blocks["graders/families/tool_usage.py"])
-    assert scratch_registry.grader_ids() == (*before, "tool-call-count")
+    assert scratch_registry.grader_ids() == (*before, "trace-tool-calls")
 
     tests = _run_as_module("tests.graders.test_tool_usage", ROOT / "tests/graders/test_tool_usage.py",
                            blocks["tests/graders/test_tool_usage.py"])
@@ -64,4 +64,4 @@ def test_the_worked_example_registers_a_grader_that_grades_real_runs(scratch_reg
 
 
 def test_the_example_is_gone_after_its_test() -> None:
-    assert registry.get("tool-call-count") is None
+    assert registry.get("trace-tool-calls") is None

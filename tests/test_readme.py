@@ -2,16 +2,18 @@
 
 - Every ```python block reads ``grader_results``; each is run as written and with every other
   table's name in its place, and must give the table's rows with ``date`` typed as a date.
-- Every ``fleetgrade`` line of a ```sh block is run with the real executable, in a folder laid out
-  like the checkout after ``make demo`` (``examples/``, ``demo-output/``), and must exit 0.
+- Every ``fleetgrade`` line of a ```sh block is run as pasted: by bash, after the README's own
+  line that puts ``fleetgrade`` on the PATH (``. .venv/bin/activate``) and with nothing else putting
+  it there, in a folder laid out like the checkout after ``make demo`` (``examples/``,
+  ``demo-output/``, ``.venv``). It must exit 0, or the status its comment announces (``# exits 1: …``).
   ``make`` lines are skipped (they are what builds that folder); a block that needs the network or
   a cloud project is marked ``<!-- not-run -->`` just above it, and those are counted.
 """
 
 from __future__ import annotations
 
+import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -24,13 +26,15 @@ import pytest
 
 from schemas.tables import public_tables
 from tests.conftest import REPO
+from tests.helpers.demo import demo_root, run_fleetgrade
+
+__all__ = ["demo_root"]  # the fixture
 
 README = REPO / "README.md"
-EXE = str(Path(sys.executable).parent / "fleetgrade")
 NOT_RUN = "<!-- not-run -->"
-# The README's not-run blocks: `gh aw logs`, the worker image build, the Dataflow job.
-NOT_RUN_BLOCKS = 3
-TIMEOUT = 300  # a loaded 2-core machine; a command that hangs must not hang the suite
+# The README's not-run blocks: `gh aw logs`, the Dataflow job.
+NOT_RUN_BLOCKS = 2
+VENV = Path(sys.executable).parent.parent  # the .venv `make demo` makes, which `activate` belongs to
 
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[a-z]*)[ \t]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
                    re.MULTILINE | re.DOTALL)
@@ -70,36 +74,22 @@ def shell_commands(block: Block) -> list[tuple[int, str]]:
     return commands
 
 
+def expected_status(command: str) -> int:
+    """0, or N when the line's comment says ``# exits N``."""
+    found = re.search(r"#\s*exits (\d+)", command)
+    return int(found[1]) if found else 0
+
+
 BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
 PYTHON = [b for b in BLOCKS if b.lang == "python"]
 SHELL = [b for b in BLOCKS if b.lang == "sh"]
+SOURCED = [(n, c) for b in SHELL if not b.not_run for n, c in shell_commands(b) if c.split()[0] == "."]
 FLEETGRADE_LINES = [(n, c) for b in SHELL if not b.not_run for n, c in shell_commands(b)
                     if c.split()[0] == "fleetgrade"]
 
 
 # ---------------------------------------------------------------------------------------------
 # The demo output, as `make demo` writes it, plus the observations table (written by `regrade`).
-
-
-def run_fleetgrade(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([EXE, *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=TIMEOUT)
-
-
-def demo_target_args() -> list[str]:
-    """The Makefile's demo `run` line, so the fixture grades exactly what `make demo` grades."""
-    makefile = (REPO / "Makefile").read_text()
-    line = next(ln for ln in makefile.splitlines() if "fleetgrade run " in ln)
-    return ["demo-output" if a == "$(OUT)" else a for a in shlex.split(line.split("fleetgrade", 1)[1])]
-
-
-@pytest.fixture(scope="session")
-def demo_root(tmp_path_factory) -> Path:
-    """A folder laid out like the checkout after `make demo`: examples/ and demo-output/."""
-    root = tmp_path_factory.mktemp("readme")
-    shutil.copytree(REPO / "examples", root / "examples")
-    r = run_fleetgrade(demo_target_args(), root)
-    assert r.returncode == 0, r.stderr
-    return root
 
 
 @pytest.fixture(scope="session")
@@ -195,9 +185,12 @@ def test_shell_blocks_hold_only_fleetgrade_and_make_commands():
     for b in SHELL:
         if not b.not_run:
             for n, command in shell_commands(b):
-                assert command.split()[0] in {"fleetgrade", "make"}, (
+                assert command.split()[0] in {"fleetgrade", "make", "."}, (
                     f"README.md:{n}: {command!r} runs neither fleetgrade nor make; mark the block {NOT_RUN}")
     assert len(FLEETGRADE_LINES) >= 10
+    # One line puts fleetgrade on the PATH, before the first fleetgrade line.
+    assert [c for _, c in SOURCED] == [". .venv/bin/activate"]
+    assert SOURCED[0][0] < FLEETGRADE_LINES[0][0]
 
 
 @pytest.fixture(scope="module")
@@ -206,14 +199,32 @@ def checkout_copy(demo_root, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("readme-cmds")
     shutil.copytree(demo_root / "examples", root / "examples")
     shutil.copytree(demo_root / "demo-output", root / "demo-output")
+    (root / ".venv").symlink_to(VENV, target_is_directory=True)
     return root
+
+
+def as_pasted(command: str, root: Path, path_line: bool = True) -> subprocess.CompletedProcess[str]:
+    """``command`` run by bash after the README's PATH line, with no fleetgrade on the PATH before."""
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep)
+                                  if d and not (Path(d) / "fleetgrade").exists())
+    script = f"{SOURCED[0][1]} && {command}" if path_line else command
+    return subprocess.run(["bash", "-c", script], cwd=root, env=env, capture_output=True, text=True, check=False,
+                          timeout=300)
+
+
+def test_the_path_line_puts_the_checkouts_fleetgrade_on_the_path(checkout_copy):
+    assert as_pasted("command -v fleetgrade", checkout_copy, path_line=False).returncode != 0
+    found = as_pasted("command -v fleetgrade", checkout_copy)
+    assert found.returncode == 0, found.stderr
+    assert Path(found.stdout.strip()).resolve() == (VENV / "bin" / "fleetgrade").resolve()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", [c for _, c in FLEETGRADE_LINES], ids=[f"line{n}" for n, _ in FLEETGRADE_LINES])
 def test_readme_fleetgrade_command_runs(command, checkout_copy):
-    r = run_fleetgrade(shlex.split(command, comments=True)[1:], checkout_copy)
-    assert r.returncode == 0, f"{command}\n{r.stderr[-2000:]}"
+    r = as_pasted(command, checkout_copy)
+    assert r.returncode == expected_status(command), f"{command}\n{r.stderr[-2000:]}"
     assert r.stdout or r.stderr
 
 

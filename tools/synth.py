@@ -185,6 +185,9 @@ class SynthOptions:
     # events, under the 5,000-item cap) and revisit a small set of states, as agents do.
     ir_rate: float = 0.3
     ir_heavy: bool = False
+    # How runs spread over WORKFLOWS: run i's workflow is the int(Exp(skew))-th (capped at the
+    # last); a smaller skew spreads runs over more workflows (a different workflow mix).
+    workflow_skew: float = 0.45
     # Planted changes (--shift): runs they do not reach are byte-identical to the fleet without
     # them (each run draws from its own generator); a shifted run has the same size and calls.
     shifts: tuple[Shift, ...] = ()
@@ -238,7 +241,7 @@ def plan_fleet(opts: SynthOptions) -> list[PlannedRun]:
             # attempt 2 of the previous run: same id, workflow and issue, same day.
             runs.append(PlannedRun(i, prev.workflow, prev.run_id, 2, prev.issue, prev.day, None))
             continue
-        wf = WORKFLOWS[min(len(WORKFLOWS) - 1, int(rng.expovariate(0.45)))]
+        wf = WORKFLOWS[min(len(WORKFLOWS) - 1, int(rng.expovariate(opts.workflow_skew)))]
         # Few open issues per workflow, so several runs share a task (pass^k groups them).
         issue = 100 + min(int(rng.paretovariate(1.2)) - 1, 400) + 1000 * WORKFLOWS.index(wf)
         next_id += rng.randint(1, 40)
@@ -654,6 +657,7 @@ def synth_options(opts: SynthOptions) -> dict[str, Any]:
             # Only when set: fleets generated before these options keep their recorded options.
             **({"ir_rate": opts.ir_rate, "ir_heavy": opts.ir_heavy}
                if (opts.ir_rate, opts.ir_heavy) != (0.3, False) else {}),
+            **({"workflow_skew": opts.workflow_skew} if opts.workflow_skew != 0.45 else {}),
             **({"shifts": [f"{s.workflow}:{s.grader}:{s.date}:{s.effect:g}" for s in opts.shifts]}
                if opts.shifts else {})}
 
@@ -701,6 +705,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="run i repeats the size and contents of run i mod N (default 0: every run drawn "
                    "anew); a larger fleet then differs in run count only")
     p.add_argument("--start-date", default=SynthOptions.start_date, help="first date of the fleet (YYYY-MM-DD)")
+    p.add_argument("--workflow-skew", type=float, default=SynthOptions.workflow_skew, metavar="RATE",
+                   help="how runs spread over the workflows: smaller spreads them over more (default 0.45)")
     p.add_argument("--shift", action="append", default=[], metavar="WORKFLOW:GRADER:DATE:EFFECT",
                    help="plant a change: runs of WORKFLOW from DATE on get EFFECT added to "
                    + "; ".join(f"{g}: {what}" for g, what in SHIFTABLE.items()) + " (repeatable)")
@@ -716,6 +722,8 @@ def main(argv: list[str] | None = None) -> int:
         problem = "--runs must be >= 0"
     elif args.shapes_every < 0:
         problem = "--shapes-every must be >= 0"
+    elif not args.workflow_skew > 0:
+        problem = "--workflow-skew must be > 0"
     elif not valid_date(args.start_date):
         problem = f"--start-date must be YYYY-MM-DD, got {args.start_date!r}"
     try:
@@ -732,7 +740,7 @@ def main(argv: list[str] | None = None) -> int:
         runs=args.runs, seed=args.seed, mix=SizeMix(args.medium_fraction, args.large_fraction),
         near_limit_rate=args.near_limit_rate, max_file_mib=args.max_file_mib,
         malformed_rate=args.malformed_rate, rerun_rate=args.rerun_rate, days=args.days,
-        shapes_every=args.shapes_every, start_date=args.start_date, shifts=shifts,
+        shapes_every=args.shapes_every, start_date=args.start_date, shifts=shifts, workflow_skew=args.workflow_skew,
     )
     entries = synth_fleet(out, opts)
     tiers = Counter(e.tier for e in entries)

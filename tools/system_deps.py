@@ -1,6 +1,7 @@
 """Install the system tools fleetgrade's sandboxes and browser tests need (``make system-deps``).
 
-bubblewrap (operational-value sandbox), bash and jq (evaluators), chromium (report tests).
+bubblewrap (operational-value sandbox), bash and jq (evaluators), chromium (report tests), ss
+(iproute2: the tests check that servers listen on loopback only).
 Installs through apt when running as root on Debian/Ubuntu; otherwise reports what is missing
 so the relevant graders fail closed with a clear error rather than running unsandboxed.
 """
@@ -12,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-TOOLS = {"bwrap": "bubblewrap", "jq": "jq", "chromium": "chromium", "prlimit": "util-linux"}
+TOOLS = {"bwrap": "bubblewrap", "jq": "jq", "chromium": "chromium", "prlimit": "util-linux", "ss": "iproute2"}
 
 
 def missing_packages() -> list[str]:

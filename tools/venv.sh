@@ -137,5 +137,5 @@ if [ "$plan" != install ]; then
 fi
 rm -f "$STAMP"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet -e '.[test]'
+"$VENV/bin/python" -m pip install --quiet -e '.[test,dask]'
 printf '%s\n%s' "$want" "$deps" > "$STAMP"

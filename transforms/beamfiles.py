@@ -12,6 +12,7 @@ from apache_beam.io.filesystems import FileSystems
 from graders.runs.runfiles import (
     RunFiles,
     bounded_listing,
+    listing_mtimes,
     listing_sizes,
     local_listing_files,
     skipped_warnings,
@@ -40,7 +41,7 @@ def beam_run_files(root: str, listing: Iterable[tuple[Any, ...]]) -> RunFiles:
         fh = FileSystems.open(join(root, rel), compression_type=CompressionTypes.UNCOMPRESSED)
         return cast(AbstractContextManager[IO[bytes]], fh)
 
-    return RunFiles(root, listing_sizes(listing), opener, skipped_warnings(root, listing))
+    return RunFiles(root, listing_sizes(listing), opener, skipped_warnings(root, listing), listing_mtimes(listing))
 
 
 def read_if_exists(path: str) -> bytes | None:

@@ -26,14 +26,15 @@ recomputed, and only the partitions those windows span are read back.
 from __future__ import annotations
 
 import bisect
-import datetime as dt
 import functools
+import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from graders.stats.bounds import iso, ordinal
 from graders.stats.cells import (
     DEFAULT_BASELINE,
     DEFAULT_WINDOW,
@@ -43,14 +44,14 @@ from graders.stats.cells import (
     RunCells,
     SeriesCells,
     partition_observations,
-    regression_row,
-    stats_rows,
+    series_rows,
     with_q_values,
 )
+from graders.stats.series import SeriesJob
 from graders.tables.paths import partition_glob, partition_values
 from schemas.version import FLEETGRADE_VERSION
 from transforms.beamfiles import join, read_if_exists
-from transforms.combine import CombineInBundle
+from transforms.combine import CombineInBundle, in_global_window
 from transforms.incremental import read_table_rows, stored_rows
 
 Partition = tuple[str, str]  # (workflow, date)
@@ -59,6 +60,9 @@ STATS_TABLES = ("grader_results", "trace_verdicts")
 # cells, two flushes per 10k runs (each adds one partial per series it holds, merged downstream).
 FLUSH_VALUES = 200_000
 FLUSH_RUNS = 10_000  # runs whose identities a bundle holds before its sets go to the shuffle
+# A batch of series computed together: numpy's per-call cost is shared; memory stays bounded.
+BATCH_VALUES, BATCH_SERIES = 50_000, 512
+LOG = logging.getLogger("fleetgrade")
 
 
 class SeriesCombineFn(beam.CombineFn):  # type: ignore[misc]
@@ -92,7 +96,7 @@ def stored_partitions(output: str, table: str = "grader_results") -> list[Partit
     for m in metas:
         # A hashed workflow's name is in its file, read only for those.
         workflow, date = partition_values(m.path, functools.partial(read_if_exists, m.path))
-        if workflow is not None and date is not None:
+        if workflow is not None and date is not None and ordinal(date) is not None:  # graders/stats/bounds.py
             out.append((workflow, date))
     return sorted(set(out))
 
@@ -104,12 +108,16 @@ def plan(touched: Iterable[Partition], stored: Iterable[Partition], window: int,
     windows span). ``retest_all`` (the stored ``regressions`` hold other windows) plans every
     stored workflow's regression cell too, so the rewritten table never mixes windows. Pure, so
     the incremental rule is tested without a pipeline."""
+    # Dates outside what the windows span (graders/stats/bounds.py) are never planned: their runs
+    # were left out of the statistics with a warning where they were graded.
     touched_by: dict[str, set[int]] = {}
-    for wf, d in touched:
-        touched_by.setdefault(wf, set()).add(_ordinal(d))
+    for wf, day in ((wf, ordinal(d)) for wf, d in touched):
+        if day is not None:
+            touched_by.setdefault(wf, set()).add(day)
     dates_by: dict[str, set[int]] = {}
-    for wf, d in stored:
-        dates_by.setdefault(wf, set()).add(_ordinal(d))
+    for wf, day in ((wf, ordinal(d)) for wf, d in stored):
+        if day is not None:
+            dates_by.setdefault(wf, set()).add(day)
     if retest_all:
         for wf in dates_by:
             touched_by.setdefault(wf, set())
@@ -127,12 +135,8 @@ def plan(touched: Iterable[Partition], stored: Iterable[Partition], window: int,
     return out
 
 
-def _ordinal(date: str) -> int:
-    return dt.date.fromisoformat(date).toordinal()
-
-
 def _iso(ordinals: Iterable[int]) -> list[str]:
-    return [dt.date.fromordinal(o).isoformat() for o in sorted(ordinals)]
+    return [iso(o) for o in sorted(ordinals)]
 
 
 def _between(dates: list[int], lo: int, hi: int) -> list[int]:
@@ -153,7 +157,7 @@ def _run_cells(cells: RunCells) -> Iterator[tuple[tuple[str, str], tuple[str, Ob
 
 def _drop(drop: tuple[str, str | None, str | None, tuple[Any, ...]]) -> Iterator[tuple[Partition, frozenset[Any]]]:
     table, wf, date, ident = drop
-    if table in STATS_TABLES and wf is not None and date is not None:
+    if table in STATS_TABLES and wf is not None and date is not None and ordinal(date) is not None:
         yield (wf, date), frozenset([tuple(ident)])
 
 
@@ -219,25 +223,72 @@ def _stale_stats(plans: dict[str, dict[str, Any]], output: str) -> Iterator[tupl
 class _SeriesRows(beam.DoFn):
     """Daily accumulators of one (workflow, grader) → its recomputed ``grader_stats`` rows, and
     its regression test (tagged ``tests``). A day's new and stored partial cells are merged here
-    rather than by another combine: one in-memory copy of the fleet's cells fewer."""
+    rather than by another combine: one in-memory copy of the fleet's cells fewer. Series are
+    computed in batches (:data:`BATCH_VALUES` values or :data:`BATCH_SERIES` series, ~3 MiB of
+    arrays), so numpy's per-call cost is shared by many series' cells (graders/stats/series.py)."""
 
     TESTS = "tests"
 
     def __init__(self, window: int, baseline: int) -> None:
         self.window, self.baseline = window, baseline
+        self._jobs: list[SeriesJob] = []
+        self._held = 0
+
+    def start_bundle(self) -> None:
+        self._jobs, self._held = [], 0
 
     def process(self, kv: tuple[tuple[str, str], Iterable[SeriesCells]],
                 plans: dict[str, dict[str, Any]]) -> Iterator[Any]:
         (wf, grader), series = kv
-        daily = SeriesCombineFn().merge_accumulators(series).days
         p = plans.get(wf)
         if p is None:
             return
-        for row in stats_rows(wf, grader, daily, p["ends"]):
-            yield {**row, "fleetgrade_version": FLEETGRADE_VERSION}
-        if p["latest"] is not None:
-            yield beam.pvalue.TaggedOutput(self.TESTS, regression_row(
-                wf, grader, daily, p["latest"], self.window, self.baseline))
+        # The partials were decoded for this step alone: a day's cells are merged into the
+        # first partial's, not copied into new ones.
+        daily: dict[str, CellAcc] = {}
+        for part in series:
+            for date, acc in part.days.items():
+                mine = daily.get(date)
+                if mine is None:
+                    daily[date] = acc
+                else:
+                    mine.merge(acc)
+        self._jobs.append(SeriesJob(wf, grader, daily, tuple(p["ends"]), p["latest"], self.window, self.baseline))
+        self._held += sum(acc.n for acc in daily.values())
+        if self._held >= BATCH_VALUES or len(self._jobs) >= BATCH_SERIES:
+            yield from self._flush()
+
+    def finish_bundle(self) -> Iterator[Any]:
+        for out in self._flush():
+            if isinstance(out, beam.pvalue.TaggedOutput):
+                yield beam.pvalue.TaggedOutput(out.tag, in_global_window(out.value))
+            else:
+                yield in_global_window(out)
+
+    def _flush(self) -> Iterator[Any]:
+        jobs, self._jobs, self._held = self._jobs, [], 0
+        if not jobs:
+            return
+        try:
+            rows, tests = series_rows(jobs)
+        except (ArithmeticError, ValueError):
+            # The values were validated where they were graded (graders/stats/bounds.py); should a
+            # series still fail, it alone loses its statistics, never the batch or the job.
+            rows, tests = [], []
+            for job in jobs:
+                try:
+                    one_rows, one_tests = series_rows([job])
+                except (ArithmeticError, ValueError) as exc:
+                    LOG.error("statistics of %r / %r not computed: %s: %s", job.workflow, job.grader_id,
+                              type(exc).__name__, exc)
+                    continue
+                rows += one_rows
+                tests += one_tests
+        for row in rows:
+            row["fleetgrade_version"] = FLEETGRADE_VERSION
+            yield row
+        for test in tests:
+            yield beam.pvalue.TaggedOutput(self.TESTS, test)
 
 
 def stored_windows(output: str) -> set[tuple[int, int]]:

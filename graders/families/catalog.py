@@ -14,5 +14,18 @@ from graders.families.trace_rules import rules  # noqa: F401  (trace-grader's fi
 
 # The input formats' readers (graders/formats: kind ``input_format``); sniffing is unambiguous,
 # so their order (the families above may import some first) does not matter.
-from graders.formats import aw_session, claude_code, copilot, hooks, otlp  # noqa: F401
+from graders.formats import (  # noqa: F401
+    agy,
+    aw_session,
+    claude_code,
+    claude_stream,
+    codex,
+    copilot,
+    gemini,
+    goose,
+    hooks,
+    opencode,
+    otlp,
+    pi,
+)
 from graders.formats.ghaw import reader  # noqa: F401  (gh-aw folders: the ``gh-aw`` format)

@@ -112,6 +112,47 @@ def mcp_tool_success_rate(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
             "message": f"{d['calls'] - d['errors']} of {d['calls']} MCP tool calls succeeded"}
 
 
+# --- every tool call ----------------------------------------------------------------------------
+
+
+def _calls_details(ev: RunEvidence) -> dict[str, Any]:
+    n = ev.call_counts
+    return {
+        "source": ev.calls_source,
+        "gateway": ev.gateway_file,
+        "calls": n.calls,
+        "errors": n.errors,
+        "unanswered": n.unanswered,
+        "native": n.native,
+        "mcp_only": n.calls - n.native,
+        "by_tool": {tool: {"calls": calls, "errors": errors} for tool, calls, errors in n.by_tool},
+        "listed": [{"tool": tool, "server": server, "agent": agent, "call_id": cid, "error": error}
+                   for tool, server, agent, cid, error in n.listed],
+    }
+
+
+def tool_call_count(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
+    """Every tool call the run's logs show, native and MCP, each once (docs/formats.md §8.3)."""
+    if ev.calls_source is None:
+        return _unavailable("no log of the run's tool calls (no unified session, engine log, session "
+                            "events or MCP gateway log)")
+    d = _calls_details(ev)
+    return {"value": d["calls"], "details": _json(d),
+            "message": f"{d['calls']} tool call(s) ({d['mcp_only']} seen by the MCP gateway only, "
+                       f"{d['unanswered']} unanswered) in {ev.calls_source}"}
+
+
+def tool_error_count(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
+    """The tool calls that failed: an error flag, a non-zero exit code, a failed or declined status,
+    a sandbox refusal (unanswered calls are no errors: counted apart)."""
+    if ev.calls_source is None:
+        return _unavailable("no log of the run's tool calls (no unified session, engine log, session "
+                            "events or MCP gateway log)")
+    d = _calls_details(ev)
+    return {"value": d["errors"], "details": _json(d),
+            "message": f"{d['errors']} of {d['calls']} tool call(s) failed ({d['unanswered']} unanswered)"}
+
+
 # --- safe outputs -----------------------------------------------------------------------------
 
 
@@ -267,6 +308,8 @@ _FUNCTIONS: Final[dict[str, ObservedFn]] = {
     "mcp-tool-error-count": mcp_tool_error_count,
     "mcp-tool-success-rate": mcp_tool_success_rate,
     "safe-output-error-count": safe_output_error_count,
+    "tool-call-count": tool_call_count,
+    "tool-error-count": tool_error_count,
     "context-growth-cached": context_growth_cached,
     "working-set-rebuild-factor-cached": working_set_rebuild_factor_cached,
 }
@@ -289,6 +332,12 @@ _observed("context-growth-cached", "Context Growth (cache-aware)",
 _observed("working-set-rebuild-factor-cached", "Working-Set Rebuild Factor (cache-aware)",
           "working-set-rebuild-factor over input + cache read + cache write tokens, router/classifier calls excluded",
           "factor", "lower_is_better", lo=1)
+_observed("tool-call-count", "Tool Call Count",
+          "every tool call the run's logs show, the engine's native calls and MCP calls, each call id once",
+          "count", "lower_is_better")
+_observed("tool-error-count", "Tool Error Count",
+          "tool calls that failed: an error flag, a non-zero exit code, a failed or declined status, a sandbox refusal",
+          "count", "lower_is_better", 5)
 
 
 @functools.cache

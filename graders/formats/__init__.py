@@ -63,7 +63,7 @@ def read_file(source: Source) -> list[Session]:
     if fmt is None:
         raise FormatError(f"{source.name}: not a recognised agent session or trace format "
                           f"(tried {', '.join(sorted(f.kind for f in formats() if not f.folder))})")
-    sessions = fmt.read(source)
+    sessions = [s.finish() for s in fmt.read(source)]
     if not sessions:
         raise FormatError(f"{source.name}: a {fmt.kind} file with no session in it")
     return sessions

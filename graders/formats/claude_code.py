@@ -27,10 +27,10 @@ from graders.formats.session import (
     Session,
     Source,
     Usage,
+    any_record,
     count,
-    first_object,
-    iso_time,
     json_lines,
+    kind_of,
     text,
 )
 from graders.grading.registry import input_format
@@ -41,9 +41,13 @@ Line = str | bytes | dict[str, Any]
 # Retrieval (path/pattern/query/url) and action (file_path/command) args: what grounding needs.
 TRANSCRIPT_ARG_KEYS = ("file_path", "path", "pattern", "query", "command", "url", "prompt")
 OBSERVATION_CHARS = 200
-# Line types of a transcript (a first line of one of these, with a session id, is Claude Code).
+# Line types of a transcript, older and newer (a line of one of these with a transcript's keys,
+# anywhere in the file's head, is Claude Code); other types are skipped and counted.
 _LINE_TYPES = frozenset({"user", "assistant", "progress", "system", "summary", "file-history-snapshot",
-                         "queue-operation"})
+                         "queue-operation", "mode", "permission-mode", "attachment", "ai-title", "custom-title",
+                         "last-prompt", "tag"})
+# Keys only a transcript's lines carry (the print-mode stream writes ``session_id`` instead).
+_TRANSCRIPT_KEYS = ("sessionId", "parentUuid", "leafUuid", "messageId")
 SUBAGENT_FILE = re.compile(r"^(?P<stem>[^/]+)/subagents/agent-(?P<agent>[^/]+)\.jsonl$")
 # Context compaction (``agent-acompact-<id>.jsonl``): a summary request and answer, not a subagent.
 COMPACTION = "acompact-"
@@ -191,7 +195,10 @@ def read_session(source: Source) -> Session:
     messages = agent_progress = False
     for _, o in json_lines(source, session.warnings):
         session.run_id = session.run_id or text(o.get("sessionId")) or text(o.get("session_id"))
-        session.created_at = session.created_at or iso_time(o.get("timestamp"))
+        session.stamp(o.get("timestamp"))
+        if kind_of(o) not in _LINE_TYPES:
+            session.skip(o.get("type"))
+            continue
         data = o.get("data")
         if o.get("type") == "progress" and isinstance(data, dict) and data.get("type") == "agent_progress":
             agent = text(data.get("agentId"))
@@ -244,12 +251,8 @@ def read_session(source: Source) -> Session:
     return session
 
 
-def _looks_like_transcript(obj: dict[str, Any] | None, head: bytes) -> bool:
-    if obj is not None:
-        return obj.get("type") in _LINE_TYPES and any(k in obj for k in ("sessionId", "parentUuid", "uuid",
-                                                                          "messageId", "leafUuid"))
-    # A first line longer than the sniffed head: its opening keys still say what it is.
-    return head.lstrip().startswith(b"{") and (b'"parentUuid"' in head[:4096] and b'"sessionId"' in head)
+def transcript_line(o: dict[str, Any]) -> bool:
+    return kind_of(o) in _LINE_TYPES and "session_id" not in o and any(k in o for k in _TRANSCRIPT_KEYS)
 
 
 @input_format(KIND)
@@ -258,7 +261,12 @@ class ClaudeCode:
     folder = False
 
     def sniff(self, name: str, head: bytes) -> bool:
-        return name.endswith(".jsonl") and _looks_like_transcript(first_object(head), head)
+        if not name.endswith(".jsonl"):
+            return False
+        if any_record(head, transcript_line):
+            return True
+        # A first line longer than the sniffed head: its opening keys still say what it is.
+        return head.lstrip().startswith(b"{") and (b'"parentUuid"' in head[:4096] and b'"sessionId"' in head)
 
     def read(self, source: Source) -> list[Session]:
         return [read_session(source)]

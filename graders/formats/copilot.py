@@ -32,7 +32,7 @@ from graders.formats.session import (
     as_dict,
     count,
     error_text,
-    first_object,
+    head_records,
     iso_time,
     json_lines,
     text,
@@ -157,7 +157,9 @@ def read_session(source: Source) -> Session:
             continue
         seen = True
         data = _data(ev)
-        session.created_at = session.created_at or iso_time(ev.get("timestamp"))
+        session.stamp(ev.get("timestamp"))
+        if kind.split(".", 1)[0] not in _NAMESPACES:
+            session.skip(kind)
         if kind in ("session.start", "session.init"):
             session.run_id = session.run_id or text(data.get("sessionId"))
             ctx = data.get("context")
@@ -168,7 +170,8 @@ def read_session(source: Source) -> Session:
             cid = _call_id(data.get("toolCallId"))
             if cid is not None and cid in calls:
                 continue
-            call = Call(str(data.get("toolName") or ""), _arguments(data), None, "", cid, _agent(ev, data))
+            call = Call(str(data.get("toolName") or ""), _arguments(data), None, "", cid, _agent(ev, data),
+                        None, text(data.get("mcpServerName")))
             order.append(call)
             if cid is not None:
                 calls[cid] = call
@@ -207,8 +210,17 @@ def read_session(source: Source) -> Session:
     return session
 
 
+# Event namespaces of Copilot CLI (and of gh-aw's canonical copy of it); others are counted as unknown.
+_NAMESPACES = frozenset({"session", "user", "assistant", "tool", "hook", "subagent", "skill", "permission",
+                         "abort", "system", "pi", "workflow", "agent", "mcp", "firewall", "safe_output"})
 _EVENT_TYPES = ("session.start", "session.init", "session.info", "session.model_change", "user.message",
                 "assistant.message", "assistant.turn_start", "tool.execution_start", "hook.start")
+
+
+def _event(obj: dict[str, Any]) -> bool:
+    kind = obj.get("type")
+    return isinstance(obj.get("data"), dict) and isinstance(kind, str) and (
+        kind in _EVENT_TYPES or (kind.startswith("session.") and "id" in obj))
 
 
 @input_format(KIND)
@@ -219,11 +231,9 @@ class Copilot:
     def sniff(self, name: str, head: bytes) -> bool:
         if not name.endswith(".jsonl"):
             return False
-        obj = first_object(head)
-        if obj is None or not isinstance(obj.get("data"), dict):
-            return False
-        kind = obj.get("type")
-        return isinstance(kind, str) and (kind in _EVENT_TYPES or (kind.startswith("session.") and "id" in obj))
+        records = head_records(head)
+        # A unified session (its session.format header first) is aw-session's.
+        return not (records and records[0].get("type") == "session.format") and any(map(_event, records))
 
     def read(self, source: Source) -> list[Session]:
         return [read_session(source)]

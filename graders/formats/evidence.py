@@ -8,7 +8,10 @@ One :func:`read_evidence` per run turns its files into a small, frozen :class:`R
 * the MCP gateway's calls, each request paired with its response (``mcp-logs/rpc-messages.jsonl``);
 * the safe-output operations that reported an error;
 * the agent's token-usage records with their cache counts and ``purpose``;
-* gh-aw's own archived ``grader_results.json``, to compare with fleetgrade's recomputation.
+* gh-aw's own archived ``grader_results.json`` (else the unified session's ``grader.result``
+  records), to compare with fleetgrade's recomputation;
+* the run's tool calls as its engine made them, native and MCP, each once (graders/formats/agentcalls.py),
+  and the engine log's token totals.
 
 Formats are described in docs/formats.md (§1.4) and the graders in docs/observed-graders.md.
 Files are read through ``RunFiles`` only, by artifact-root path (graders/runs/download_layout.py maps
@@ -19,6 +22,7 @@ all is a warning of the evidence. The run's reading budget (size, bytes, time) s
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections import Counter
@@ -29,6 +33,8 @@ from typing import Annotated, Any, Final, Literal, NamedTuple
 
 import msgspec
 
+from graders.formats.agentcalls import CallCounts, count_calls, run_calls
+from graders.formats.session import Call, Session, TokenTotals
 from graders.jsrt.jsonio import MAX_LINE_LENGTH, JsonError, LineBatch, parse_json
 from graders.jsrt.lazylist import positions
 from graders.jsrt.records import digit_safe
@@ -152,6 +158,8 @@ class ArchivedResult:
     value: float | None
     status: str | None
     message: str | None
+    # The unified session's ``grader.result`` keeps no message: it is not compared then.
+    compare_message: bool = True
 
 
 @dataclass(frozen=True)
@@ -171,6 +179,15 @@ class RunEvidence:
     # (path, lines skipped) for every file that had unreadable lines or records.
     malformed: tuple[tuple[str, int], ...] = ()
     warnings: tuple[str, ...] = ()
+    # The run's tool calls, one meaning across engines (docs/formats.md §8.3), summed up: the
+    # agent's own (read from ``calls_source``), then the MCP gateway's it lacks (``gateway_file``).
+    call_counts: CallCounts = field(default_factory=CallCounts)
+    calls_source: str | None = None  # None with no call source: the tool-call graders are unavailable
+    gateway_file: str | None = None
+    # The calls themselves when the trace rules read them instead of the trace's (they came from a
+    # log gh-aw's preprocessing does not read: the unified session, the engine's stdout); else ().
+    step_calls: tuple[Call, ...] = ()
+    engine_tokens: TokenTotals | None = None  # the run's totals as the engine's log reports them
 
     @functools.cached_property
     def derived(self) -> dict[Any, Any]:
@@ -206,6 +223,16 @@ class _Reading:
 
     malformed: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
+    graders: list[ArchivedResult] = field(default_factory=list)  # the unified session's grader.result
+
+
+def _grader_results(data: dict[str, Any]) -> list[ArchivedResult]:
+    """``grader.result`` as archived results: one record, or a ``results`` list of them."""
+    results = data.get("results")
+    items = results if isinstance(results, list) else [data]
+    return [ArchivedResult(r["id"], _number(r.get("value")), r.get("status") if isinstance(r.get("status"), str) else None,
+                           None, False)
+            for r in items if isinstance(r, dict) and isinstance(r.get("id"), str)]
 
 
 def _short(text: Any) -> str:
@@ -323,6 +350,7 @@ def _session(files: RunFiles, reading: _Reading,
     result: ConclusionSource | None = None
     execution: ConclusionSource | None = None
     safe_errors: list[dict[str, Any]] = []
+    graders = reading.graders
     for rel in SESSION_FILES:
         if not files.exists(rel):
             continue
@@ -337,6 +365,8 @@ def _session(files: RunFiles, reading: _Reading,
                 continue
             if kind == "safe_output.error":
                 found_errors.append(data)
+            if kind == "grader.result" and rel == SESSION_FILES[0]:
+                graders.extend(_grader_results(data))
             if not _run_level(rec):
                 continue
             if kind == "session.result" and isinstance(data.get("status"), str) and data["status"]:
@@ -729,6 +759,8 @@ def _number(value: Any) -> float | None:
 def _archived(files: RunFiles, reading: _Reading) -> tuple[str | None, tuple[ArchivedResult, ...] | None]:
     rel = next((p for p in GRADER_RESULTS if files.exists(p)), None)
     if rel is None:
+        if reading.graders:  # no grader_results.json: the unified session's projection of it
+            return f"{SESSION_FILES[0]} (grader.result)", tuple(reading.graders)
         return None, None
     doc = _document(files, rel, reading)
     results = doc.get("results") if isinstance(doc, dict) else None
@@ -800,10 +832,11 @@ def evidence_warnings(evidence: RunEvidence) -> list[str]:
 
 
 def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None,
-                  tokens: TokenLines | None = None) -> RunEvidence:
+                  tokens: TokenLines | None = None, trace: Mapping[str, Any] | None = None) -> RunEvidence:
     """Everything the observed layer reads from one run (``aw_info`` as already read by
     graders/runs/runmeta.py, so the file is not read twice; ``tokens``: the token-usage file as
-    preprocessing read it, used when it is the file read here)."""
+    preprocessing read it, used when it is the file read here; ``trace``: the run's preprocessed
+    trace, whose native and gateway calls are the fallback sources of the run's calls)."""
     reading = _Reading()
     session_conclusions, session_file, session_safe_errors = _session(files, reading)
     conclusions = [*_run_summary(files, reading), *_aw_info(aw_info), *session_conclusions, *_agent_stdio(files)]
@@ -819,6 +852,8 @@ def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None,
     for rel, n in debug_log_tool_calls(files, reading):
         reading.warnings.append(f"{rel}: {n} tool call(s) of this Copilot CLI run appear only in its debug log "
                                 "(no copilot-session-state events.jsonl); the tool-call graders see none of them")
+    found = run_calls(files, aw_info, trace or {}, calls, mcp_file)
+    reading.warnings.extend(found.warnings)
     return RunEvidence(
         conclusions=tuple(conclusions),
         mcp_file=mcp_file,
@@ -833,4 +868,25 @@ def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None,
         archived_results=archived,
         malformed=tuple(sorted(reading.malformed.items())),
         warnings=tuple(reading.warnings),
+        call_counts=found.counts,
+        calls_source=found.source or found.gateway,
+        gateway_file=found.gateway,
+        step_calls=tuple(found.steps),
+        engine_tokens=found.tokens,
     )
+
+
+def session_evidence(session: Session, unified: RunFiles | None = None) -> RunEvidence:
+    """The observed layer's view of one session file: its calls and token totals, how it ended
+    where the file says so, and for a unified session (``unified``: the file as a run's
+    ``usage/aw_session.jsonl``) everything a run folder's copy gives."""
+    base = RunEvidence() if unified is None else read_evidence(unified)
+    conclusions = base.conclusions
+    if not conclusions and session.status is not None:
+        conclusions = (ConclusionSource(session.kind, session.source, session.status,
+                                        "success" if session.delivered else "failure"),)
+    elif not conclusions and not session.delivered:
+        conclusions = (ConclusionSource(session.kind, session.source, "failed", "failure"),)
+    return dataclasses.replace(base, conclusions=conclusions, call_counts=count_calls(session.calls, len(session.calls)),
+                               calls_source=session.source, gateway_file=None, step_calls=(),
+                               engine_tokens=session.tokens, warnings=())

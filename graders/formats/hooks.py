@@ -29,9 +29,8 @@ from graders.formats.session import (
     FormatError,
     Session,
     Source,
+    any_record,
     error_text,
-    first_object,
-    iso_time,
     json_lines,
 )
 from graders.grading.registry import input_format
@@ -170,20 +169,21 @@ def _observation(ev: dict[str, Any]) -> str:
 def read_sessions(source: Source) -> list[Session]:
     warnings: list[str] = []
     by_session: dict[str, list[dict[str, Any]]] = {}
-    first_ts: dict[str, str | None] = {}
+    stamps: dict[str, Session] = {}  # each session's first timestamp (Session.stamp's rule)
     any_line = False
     for _, ev in json_lines(source, warnings):
         any_line = True
         sid = _text(ev.get("session_id") or ev.get("sessionId") or ev.get("session") or "hook-session")
-        first_ts.setdefault(sid, None)
-        first_ts[sid] = first_ts[sid] or iso_time(ev.get("ts") or ev.get("timestamp"))
+        stamps.setdefault(sid, Session(KIND, source.name)).stamp(ev.get("ts") or ev.get("timestamp"))
         if tool_of(ev) is not None:
             by_session.setdefault(sid, []).append(ev)
     if not any_line:
         raise FormatError(f"{source.name}: no hook log records (JSON object lines)")
     sessions: list[Session] = []
     for sid, events in by_session.items():
-        s = Session(KIND, source.name, run_id=sid, created_at=first_ts.get(sid), warnings=list(warnings))
+        stamped = stamps[sid]
+        s = Session(KIND, source.name, run_id=sid, created_at=stamped.created_at, warnings=list(warnings),
+                    date_part=stamped.date_part, bad_time=stamped.bad_time)
         for ev in dedupe(events):
             why = _failure(ev) if phase(ev) != "pre" else None
             s.calls.append(Call(tool_of(ev) or "", arguments(ev),
@@ -195,22 +195,22 @@ def read_sessions(source: Source) -> list[Session]:
     return sessions
 
 
+def hook_record(obj: dict[str, Any]) -> bool:
+    if any(isinstance(obj.get(k), str) for k in ("hook", "hook_event_name", "event")):
+        return "type" not in obj and any(k in obj for k in ("session_id", "tool", "tool_name", "ts"))
+    # Audit scripts that log one record per call without the hook's name (a PostToolUse hook
+    # writing {timestamp, session, tool, …}): a tool and a session at the top.
+    return isinstance(obj.get("tool") or obj.get("tool_name"), str) and any(
+        k in obj for k in ("session_id", "session", "sessionId")) and "type" not in obj
+
+
 @input_format(KIND)
 class HookLog:
     kind = KIND
     folder = False
 
     def sniff(self, name: str, head: bytes) -> bool:
-        obj = first_object(head)
-        if obj is None or not (name.endswith(".jsonl") or name.endswith(".log") or name.endswith(".ndjson")):
-            return False
-        hooky = any(isinstance(obj.get(k), str) for k in ("hook", "hook_event_name", "event"))
-        if hooky:
-            return any(k in obj for k in ("session_id", "tool", "tool_name", "ts"))
-        # Audit scripts that log one record per call without the hook's name (a PostToolUse hook
-        # writing {timestamp, session, tool, …}): a tool and a session at the top.
-        return isinstance(obj.get("tool") or obj.get("tool_name"), str) and any(
-            k in obj for k in ("session_id", "session", "sessionId"))
+        return name.endswith((".jsonl", ".log", ".ndjson")) and any_record(head, hook_record)
 
     def read(self, source: Source) -> list[Session]:
         return read_sessions(source)

@@ -44,8 +44,11 @@ def run_root_of(rel_path: str) -> str | None:
 
 
 # Files outside any gh-aw run folder that may be an agent session or trace of another format
-# (graders/formats): each becomes runs of its own, or a dead letter saying why not.
-SESSION_SUFFIXES: Final = (".jsonl", ".json", ".ndjson")
+# (graders/formats): each becomes runs of its own, or a dead letter saying why not. A ``.json``
+# document or a ``.log`` (an engine's stdout kept as a file) is one only when a reader recognises
+# it (``SNIFFED_SUFFIXES``): other JSON documents and logs beside runs are strays.
+SESSION_SUFFIXES: Final = (".jsonl", ".json", ".ndjson", ".log")
+SNIFFED_SUFFIXES: Final = (".json", ".log")
 # A Claude Code session's subagent transcripts, ``<session>/subagents/agent-<id>.jsonl``, are read
 # with ``<session>.jsonl`` beside ``<session>/``: they belong to the same group.
 _SUBAGENT_FILE = re.compile(r"^(?:(?P<dir>.*)/)?[^/]+/subagents/agent-[^/]+\.jsonl$")

@@ -81,8 +81,12 @@ class RunFiles:
         sizes: Mapping[str, int],
         opener: Callable[[str], AbstractContextManager[IO[bytes]]],
         warnings: list[str] | None = None,
+        mtimes: Mapping[str, float] | None = None,
     ) -> None:
         self.root = root
+        # Modification times (epoch seconds) where the listing gave them: the last resort for a
+        # session file's date (graders/prepare_sessions.py), never for a run folder's.
+        self.mtimes: Mapping[str, float] = mtimes or {}
         self.started = clock()  # the run's time budget counts from here
         check_file_count(root, len(sizes))
         # Artifact-root path -> listed path: the one place a download's layout is undone.
@@ -520,11 +524,18 @@ class LocalOpener:
 def local_listing_files(base: str, listing: Iterable[tuple[Any, ...]]) -> RunFiles:
     """A local run folder whose files (relative path, size[, mtime]) were listed."""
     listing = bounded_listing(base, listing)
-    return RunFiles(base, listing_sizes(listing), LocalOpener(base), skipped_warnings(base, listing))
+    return RunFiles(base, listing_sizes(listing), LocalOpener(base), skipped_warnings(base, listing),
+                    listing_mtimes(listing))
 
 
 def listing_sizes(listing: Iterable[tuple[Any, ...]]) -> dict[str, int]:
     return {item[0]: item[1] for item in listing if item[1] >= 0}
+
+
+def listing_mtimes(listing: Iterable[tuple[Any, ...]]) -> dict[str, float]:
+    """The modification times a listing gives (its entries' third element, when there is one)."""
+    return {item[0]: float(item[2]) for item in listing
+            if len(item) > 2 and item[1] >= 0 and isinstance(item[2], (int, float)) and item[2] > 0}
 
 
 def _leaves(root: str, rel: str) -> bool:

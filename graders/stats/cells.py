@@ -11,48 +11,34 @@ task's string shared, because a fleet's cells cross a shuffle whole (docs/perfor
 
 from __future__ import annotations
 
-import datetime as dt
-import math
 import pickle
 import sys
 import zlib
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from graders.stats.changepoint import Day, amoc_split
-from graders.stats.estimators import (
-    Z80,
-    Z95,
-    Clusters,
-    benjamini_hochberg,
-    bootstrap_diff_interval,
-    bootstrap_interval,
-    clustered_se,
-    fisher_exact_p,
-    minimum_detectable_effect,
-    pass_hat_k_interval,
-    quantiles,
-    rng_for,
-    sample_sd,
-    stratified_permutation_p,
-    wilson_interval,
+from graders.stats.bounds import date_problem, iso, ordinal, value_problem
+from graders.stats.estimators import benjamini_hochberg
+from graders.stats.series import MIN_RUNS as MIN_RUNS  # read by the report
+from graders.stats.series import (
+    PERMUTATION_REPS,
+    Series,
+    SeriesJob,
+    grader_stats_rows,
+    regression_rows,
+    rounded,
 )
 
 HIGHER, LOWER = "higher_is_better", "lower_is_better"
 VERDICTS = ("regressed", "improved", "no-change", "insufficient-data")
 WINDOWS = (1, 7, 28)  # grader_stats: the day itself and the rolling 7 and 28 days ending on it
-PASS_KS = (1, 2, 3)
-MIN_RUNS = 5  # per window: fewer graded runs and a cell is "insufficient-data"
-MIN_TASKS = 2  # both windows together need more: a permutation of 2 tasks has one other order
 DEFAULT_FDR = 0.05
 # Regression windows: the last 7 days against the 28 before (`run --regression-window/-baseline`).
 DEFAULT_WINDOW, DEFAULT_BASELINE = 7, 28
-BOOTSTRAP_REPS = 2000
-PERMUTATION_REPS = 9999
 # The grader whose value is the trace rules' `delivered` (1/0): the task_reliability outcome.
 DELIVERED = "trace:delivered"
 
@@ -121,7 +107,8 @@ class CellAcc:
         self.unit = max(self.unit, o.unit or "")
         if o.status == "error":
             self.error += 1
-        elif o.status == "unavailable" or o.value is None or not math.isfinite(o.value):
+        elif o.status == "unavailable" or o.value is None or value_problem(o.value) is not None:
+            # No value, or one the statistics cannot add (graders/stats/bounds.py): counted, never averaged.
             self.unavailable += 1
         else:
             self._tasks.append(o.task)
@@ -176,11 +163,12 @@ class CellAcc:
         self._load()
         return len(self._vals)
 
-    def clusters(self) -> Clusters:
-        return Clusters.of(list(self.values.values()))
-
-    def day(self, date: str) -> Day:
-        return Day(date, self.n, math.fsum(x for vs in self.values.values() for x in vs))
+    def columns(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """(task of each value, values, gates: 1/0 pass/fail or NOT_GATED), in arrival order."""
+        self._load()
+        if not self._vals:
+            return [], np.empty(0), np.empty(0, dtype=np.int8)
+        return self._tasks, np.array(self._vals, dtype=np.float64), np.array(self._gates, dtype=np.int8)
 
     def __eq__(self, other: object) -> bool:
         """Equal contents, whatever the order values arrived in."""
@@ -244,7 +232,10 @@ class SeriesCells:
     def merge(self, other: SeriesCells) -> SeriesCells:
         days = self.days
         for date, acc in other.days.items():
-            days.setdefault(date, CellAcc()).merge(acc)
+            mine = days.get(date)
+            if mine is None:
+                mine = days[date] = CellAcc()
+            mine.merge(acc)
         return self
 
     def __eq__(self, other: object) -> bool:
@@ -278,66 +269,6 @@ def merged(accs: Iterable[CellAcc]) -> CellAcc:
     return out
 
 
-def _r(x: float | None) -> float | None:
-    """Rounded to 12 significant digits: no float noise in stored columns."""
-    return None if x is None or not math.isfinite(x) else float(f"{x:.12g}")
-
-
-def cell_stats(acc: CellAcc, key: tuple[Any, ...], reps: int = BOOTSTRAP_REPS) -> dict[str, Any]:
-    """The statistics columns of a ``grader_stats`` row (``key`` seeds the bootstrap)."""
-    c = acc.clusters()
-    sd = sample_sd(c.values)
-    # A generator is seeded only where it draws (seeding is a SHA-256 and a PCG64 set-up).
-    ci = bootstrap_interval(c, rng_for(*key, "mean"), reps) if c.n_tasks >= 2 else None
-    found = quantiles(c.values)
-    qs: list[float | None] = list(found) if found else [None, None, None]
-    tasks = sorted(acc.passes)
-    n = np.array([len(acc.passes[t]) for t in tasks], dtype=np.int64)
-    s = np.array([sum(acc.passes[t]) for t in tasks], dtype=np.int64)
-    gated, passed = int(n.sum()), int(s.sum())
-    wilson = wilson_interval(passed, gated)
-    pass_k = []
-    if gated:
-        for k in PASS_KS:
-            if not (n >= k).any():  # no task with k gated runs: no pass^k, nothing drawn
-                continue
-            v, lo, hi, nt = pass_hat_k_interval(n, s, k, rng_for(*key, "pass_k", k), reps)
-            if v is not None:
-                pass_k.append({"k": k, "value": _r(v), "low": _r(lo), "high": _r(hi), "tasks": nt})
-    return {
-        "unit": acc.unit or None,
-        "direction": acc.direction or None,
-        "n": c.n,
-        "n_tasks": c.n_tasks,
-        "n_unavailable": acc.unavailable,
-        "n_error": acc.error,
-        "mean": _r(c.mean()),
-        "sd": _r(sd),
-        "se_clustered": _r(clustered_se(c)),
-        "ci_low": _r(ci[0]) if ci else None,
-        "ci_high": _r(ci[1]) if ci else None,
-        "p10": _r(qs[0]),
-        "p50": _r(qs[1]),
-        "p90": _r(qs[2]),
-        "pass_n": gated,
-        "pass_count": passed,
-        "pass_rate": _r(passed / gated) if gated else None,
-        "pass_low": _r(wilson[0]) if wilson else None,
-        "pass_high": _r(wilson[1]) if wilson else None,
-        "pass_k": pass_k,
-    }
-
-
-def _binary_unclustered(cur: CellAcc, base: CellAcc) -> bool:
-    """Pass/fail values (all 0 or 1) and no task rerun within a window: runs are independent
-    Bernoulli trials, so the exact test applies; otherwise tasks are permuted."""
-    for acc in (cur, base):
-        for vs in acc.values.values():
-            if len(vs) > 1 or any(v not in (0.0, 1.0) for v in vs):
-                return False
-    return True
-
-
 def worse(diff: float, direction: str) -> bool:
     """A change for the worse: down for higher-is-better (the default), up for lower-is-better."""
     return diff > 0 if direction == LOWER else diff < 0
@@ -361,78 +292,13 @@ def verdict(row: Mapping[str, Any], fdr: float = DEFAULT_FDR, min_effect: float 
     return "regressed" if worse(row["diff"], row.get("direction") or HIGHER) else "improved"
 
 
-def _runs_to_detect(diff: float, n_cur: int, se_cur: float | None, se_base: float | None) -> int | None:
-    """Current-window runs at which the minimum detectable effect would reach |diff| (baseline
-    fixed, the per-run variance unchanged); None when the baseline alone is too noisy."""
-    if se_cur is None or se_base is None or diff == 0:
-        return None
-    room = (diff / (Z95 + Z80)) ** 2 - se_base * se_base
-    if room <= 0:
-        return None
-    return math.ceil(n_cur * se_cur * se_cur / room)
-
-
-def compare(
-    cur_days: Mapping[str, CellAcc],
-    base_days: Mapping[str, CellAcc],
-    key: tuple[Any, ...],
-    reps: int = BOOTSTRAP_REPS,
-    permutations: int = PERMUTATION_REPS,
-) -> dict[str, Any]:
-    """The test columns of a ``regressions`` row (everything but the q-value and verdict).
-
-    ``cur_days`` and ``base_days`` map dates to daily cells of one (workflow, grader).
-    """
-    cur, base = merged(cur_days.values()), merged(base_days.values())
-    cc, bc = cur.clusters(), base.clusters()
-    direction = max(cur.direction, base.direction) or None
-    se_c, se_b = clustered_se(cc), clustered_se(bc)
-    sd_b = sample_sd(bc.values)
-    m_c, m_b = cc.mean(), bc.mean()
-    row: dict[str, Any] = {
-        "unit": max(cur.unit, base.unit) or None,
-        "direction": direction,
-        "n_current": cc.n, "n_baseline": bc.n,
-        "tasks_current": cc.n_tasks, "tasks_baseline": bc.n_tasks,
-        "mean_current": _r(m_c), "mean_baseline": _r(m_b),
-        "diff": None, "diff_low": None, "diff_high": None, "effect_size": None,
-        "test": None, "p_value": None, "mde": _r(minimum_detectable_effect(se_c, se_b)),
-        "runs_needed": None, "change_date": None,
-    }
-    if cc.n < MIN_RUNS or bc.n < MIN_RUNS or cc.n_tasks + bc.n_tasks <= MIN_TASKS:
-        # The runs still missing on both sides (a run of another task when only tasks are short).
-        row["runs_needed"] = max(1, max(0, MIN_RUNS - cc.n) + max(0, MIN_RUNS - bc.n))
-        return row
-    assert m_c is not None and m_b is not None
-    diff = m_c - m_b
-    interval = bootstrap_diff_interval(cc, bc, rng_for(*key, "diff"), reps)
-    if _binary_unclustered(cur, base):
-        row["test"] = "fisher-exact"
-        p: float | None = fisher_exact_p(round(cc.sums.sum()), cc.n, round(bc.sums.sum()), bc.n)
-    else:
-        row["test"] = "permutation-tasks"
-        p = stratified_permutation_p(cur.values, base.values, rng_for(*key, "permutation"), permutations)
-    days = [a.day(d) for d, a in {**base_days, **cur_days}.items()]
-    split = amoc_split(days)
-    row.update({
-        "diff": _r(diff),
-        "diff_low": _r(interval[0]) if interval else None,
-        "diff_high": _r(interval[1]) if interval else None,
-        "effect_size": _r(diff / sd_b) if sd_b else None,
-        "p_value": _r(p),
-        "runs_needed": _runs_to_detect(diff, cc.n, se_c, se_b),
-        "change_date": split[0] if split else None,
-    })
-    return row
-
-
 def with_q_values(rows: list[dict[str, Any]], fdr: float = DEFAULT_FDR, min_effect: float = 0.0
                   ) -> list[dict[str, Any]]:
     """Benjamini–Hochberg across every tested row, then each row's verdict (new dicts)."""
     qs = benjamini_hochberg([r.get("p_value") for r in rows])
     out = []
     for r, q in zip(rows, qs, strict=True):
-        r2 = {**r, "q_value": _r(q)}
+        r2 = {**r, "q_value": rounded(q)}
         r2["verdict"] = verdict(r2, fdr, min_effect)
         out.append(r2)
     return out
@@ -474,6 +340,24 @@ def partition_observations(
 
 
 RunCells = tuple[tuple[str, str], tuple[tuple[Any, Any], ...], list[tuple[str, Observation]]]
+LEFT_OUT = "left out of grader_stats and regressions"
+
+
+def stats_warnings(date: Any, grader_rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """A run's warnings for what the statistics cannot take (graders/stats/bounds.py, the one
+    validation): a date outside the windows' range leaves the whole run out of the statistics;
+    a value beyond their range leaves that grader's value out. Called where the run is graded,
+    so the warning is on its ``runs`` row; the statistics' own inputs apply the same rule."""
+    problem = date_problem(date)
+    if problem is not None:
+        return [f"statistics: {problem}; the run is {LEFT_OUT}"]
+    out = []
+    for r in grader_rows:
+        value = r.get("value")
+        bad = value_problem(value) if isinstance(value, float) and r.get("status") not in ("error", "unavailable") else None
+        if bad is not None:
+            out.append(f"statistics: {r.get('grader_id')}: {bad}; {LEFT_OUT}")
+    return out
 
 
 def run_observations(grader_rows: Iterable[Mapping[str, Any]], verdict_rows: Iterable[Mapping[str, Any]]
@@ -481,53 +365,62 @@ def run_observations(grader_rows: Iterable[Mapping[str, Any]], verdict_rows: Ite
     """One graded run's rows → per (workflow, date) partition they fall in: the (run_id, attempt)
     identities they replace and their observations, as :func:`partition_observations` gives them
     for the partition. Computed where the run is graded, so the statistics combine observations
-    into cells before any shuffle and no per-row record crosses one."""
+    into cells before any shuffle and no per-row record crosses one. A partition dated outside
+    the windows' range is left out (its run was warned, :func:`stats_warnings`)."""
     by_part: dict[tuple[str, str], tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]] = {}
     for i, rows in enumerate((grader_rows, verdict_rows)):
         for r in rows:
             by_part.setdefault((r["workflow"], r["date"]), ([], []))[i].append(r)
     out = []
-    for (wf, date), (g, v) in sorted(by_part.items()):
+    for (wf, date), (g, v) in sorted(by_part.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        if ordinal(date) is None:
+            continue
         idents = tuple(sorted({(r.get("run_id"), r.get("attempt")) for r in (*g, *v)}, key=repr))
         out.append(((wf, date), idents, partition_observations(wf, g, v)))
     return out
 
 
 def shift(date: str, days: int) -> str:
-    return (dt.date.fromisoformat(date) + dt.timedelta(days=days)).isoformat()
-
-
-def window_cells(daily: Mapping[str, CellAcc], end: str, days: int) -> dict[str, CellAcc]:
-    """The daily cells of the ``days`` dates ending on ``end``."""
-    start = shift(end, 1 - days)
-    return {d: a for d, a in daily.items() if start <= d <= end}
+    """``date`` moved by ``days`` (a date graders/stats/bounds.py admits, by a window's length)."""
+    day = ordinal(date)
+    if day is None:
+        raise ValueError(f"{date!r} is not a date the statistics take")
+    return iso(day + days)
 
 
 def stats_rows(workflow: str, grader_id: str, daily: Mapping[str, CellAcc], end_dates: Iterable[str],
-               windows: Iterable[int] = WINDOWS, reps: int = BOOTSTRAP_REPS) -> list[dict[str, Any]]:
+               windows: Iterable[int] = WINDOWS) -> list[dict[str, Any]]:
     """``grader_stats`` rows of one (workflow, grader) for windows ending on ``end_dates``
     (each date that has values of its own)."""
-    rows = []
-    for end in sorted(set(end_dates)):
-        if end not in daily:
-            continue
-        for w in windows:
-            acc = merged(window_cells(daily, end, w).values())
-            key = (workflow, grader_id, w, end)
-            rows.append({"workflow": workflow, "date": end, "grader_id": grader_id, "window_days": w,
-                         "start_date": shift(end, 1 - w), **cell_stats(acc, key, reps)})
-    return rows
+    job = SeriesJob(workflow, grader_id, daily, tuple(end_dates), windows=tuple(windows))
+    return grader_stats_rows(Series([daily]), [job])
+
+
+def _regression_row(job: SeriesJob, columns: dict[str, Any]) -> dict[str, Any]:
+    assert job.latest is not None
+    base_end = shift(job.latest, -job.window)
+    return {"workflow": job.workflow, "date": job.latest, "grader_id": job.grader_id, "window_days": job.window,
+            "baseline_days": job.baseline, "current_start": shift(job.latest, 1 - job.window),
+            "baseline_start": shift(base_end, 1 - job.baseline), "baseline_end": base_end, **columns}
 
 
 def regression_row(workflow: str, grader_id: str, daily: Mapping[str, CellAcc], end: str,
-                   window: int = 7, baseline: int = 28, reps: int = BOOTSTRAP_REPS,
+                   window: int = DEFAULT_WINDOW, baseline: int = DEFAULT_BASELINE,
                    permutations: int = PERMUTATION_REPS) -> dict[str, Any]:
     """The ``regressions`` row (before q-values) of the ``window`` days ending on ``end``
     against the ``baseline`` days before them."""
-    base_end = shift(end, -window)
-    cur, base = window_cells(daily, end, window), window_cells(daily, base_end, baseline)
-    key = (workflow, grader_id, window, baseline, end)
-    return {"workflow": workflow, "date": end, "grader_id": grader_id, "window_days": window,
-            "baseline_days": baseline, "current_start": shift(end, 1 - window),
-            "baseline_start": shift(base_end, 1 - baseline), "baseline_end": base_end,
-            **compare(cur, base, key, reps, permutations)}
+    if ordinal(end) is None:
+        raise ValueError(f"{end!r} is not a date the statistics take")
+    job = SeriesJob(workflow, grader_id, daily, latest=end, window=window, baseline=baseline)
+    columns = regression_rows(Series([daily]), [job], permutations)[0]
+    assert columns is not None
+    return _regression_row(job, columns)
+
+
+def series_rows(jobs: Sequence[SeriesJob]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``grader_stats`` rows and the regression rows (before q-values) of a batch of series,
+    computed over one set of arrays (graders/stats/series.py)."""
+    series = Series([job.daily for job in jobs])
+    tests = [_regression_row(job, columns) for job, columns in zip(jobs, regression_rows(series, jobs), strict=True)
+             if columns is not None]
+    return grader_stats_rows(series, jobs), tests

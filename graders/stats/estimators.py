@@ -1,12 +1,16 @@
 """Estimators and tests over clustered grader values (docs/statistics.md).
 
-A *cluster* is a task (``task_reliability``'s key: ``workflow#issue`` or the workflow): reruns of
-one task are not independent, so every standard error, interval and test here resamples or
-permutes whole tasks (Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640).
+A *cluster* is a task (``task_reliability``'s key: ``workflow#issue`` or the run): reruns of one
+task are not independent, so every standard error, interval and test here treats whole tasks as
+the unit (Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640).
 
-Inputs are per-task arrays in a fixed (sorted) order and a ``numpy.random.Generator``; the
-caller derives the generator's seed from the cell's key (:func:`rng_for`), so a rerun gives
-byte-identical numbers. numpy only: the normal quantiles and the hypergeometric terms need no scipy.
+Intervals are closed forms, computed for many cells at once (arrays, one entry per cell): the
+cluster-robust (CR1) standard error with Student's t on C − 1 degrees of freedom for means and
+differences, and Wilson's score interval at the Korn–Graubard effective sample size for rates.
+The one resampling left is the regression test's permutation, drawn as matrices from a
+``numpy.random.Generator`` whose seed comes from the cell's key (:func:`rng_for`), so a rerun
+gives byte-identical numbers. numpy only: the t and normal quantiles and the hypergeometric
+terms need no scipy.
 """
 
 from __future__ import annotations
@@ -23,14 +27,20 @@ from numpy.random import PCG64, Generator
 Z95 = 1.959963984540054  # standard normal 0.975 quantile
 Z80 = 0.8416212335729143  # standard normal 0.80 quantile (power of the minimum detectable effect)
 TAIL_HITS = 10  # permutations as extreme as observed below which the tail is approximated
+# Besag & Clifford's sequential stop: a permutation test ends once this many permutations were
+# as extreme as the observed statistic, with p = hits / permutations drawn (a valid p-value;
+# its relative Monte Carlo error is ~1/√hits, 10%). A p-value below hits / reps draws them all.
+STOP_HITS = 100
+FIRST_DRAWS = 256  # permutations of the first round; each later round draws twice as many
 EXACT_RUNS = 2000  # runs of rerun tasks shuffled exactly per cell; beyond, their normal limit
-# Values drawn at once (chunked draws are the same draws in the same order, so results do not
-# depend on it): 32 KiB arrays, so the few a chunk holds at once stay under glibc's mmap and
-# trim thresholds (128 KiB, fixed by transforms/heap.py) and are reused from the heap, where
-# larger ones are mapped, page-faulted and unmapped on every chunk (docs/performance.md).
+TABLE_RUNS = 12  # strata of at most this many runs draw from their listed subset sums (≤ 924 each)
+# Values drawn at once: 32 KiB arrays, so the few a round holds at once stay under glibc's mmap
+# and trim thresholds (128 KiB, fixed by transforms/heap.py) and are reused from the heap, where
+# larger ones are mapped, page-faulted and unmapped on every round (docs/performance.md).
 CHUNK = 4096
 # Runs of a task below which C(runs, k ≤ 3) is an exact int64 and float64 (pass_hat_k_tasks).
 _EXACT_COMBS = 100_000
+_T_SERIES_DF = 200  # degrees of freedom up to which t quantiles come from the exact series
 
 
 def rng_for(*key: object) -> Generator:
@@ -40,130 +50,11 @@ def rng_for(*key: object) -> Generator:
     return Generator(PCG64(seed))
 
 
-@dataclass(frozen=True)
-class Clusters:
-    """Per-task sums and counts of one cell's graded values (tasks in sorted order)."""
-
-    sums: np.ndarray  # float64, one per task
-    counts: np.ndarray  # int64, one per task (> 0)
-    values: np.ndarray  # every value, sorted (quantiles, standard deviation)
-
-    @staticmethod
-    def of(per_task: Sequence[Sequence[float]]) -> Clusters:
-        """``per_task``: each task's values; empty tasks are ignored. Sums use ``math.fsum``,
-        so they do not depend on the order values arrived in."""
-        tasks = [sorted(v) for v in per_task if len(v) > 0]
-        sums = np.array([math.fsum(v) for v in tasks], dtype=np.float64)
-        counts = np.array([len(v) for v in tasks], dtype=np.int64)
-        values = np.array(sorted(x for v in tasks for x in v), dtype=np.float64)
-        return Clusters(sums, counts, values)
-
-    @property
-    def n(self) -> int:
-        return int(self.counts.sum())
-
-    @property
-    def n_tasks(self) -> int:
-        return len(self.counts)
-
-    def mean(self) -> float | None:
-        return math.fsum(self.values.tolist()) / self.n if self.n else None
-
-
-def sample_sd(values: np.ndarray) -> float | None:
-    if len(values) < 2:
-        return None
-    mean = math.fsum(values.tolist()) / len(values)
-    return math.sqrt(math.fsum(((values - mean) ** 2).tolist()) / (len(values) - 1))
-
-
-def clustered_se(c: Clusters) -> float | None:
-    """Cluster-robust standard error of the mean (CR1: the C/(C-1) small-sample factor).
-
-    SE² = C/(C-1) · Σ_c (S_c - n_c·x̄)² / n². With one value per task this is exactly s/√n,
-    the CLT standard error; reruns of a task that agree with each other widen it.
-    """
-    m = c.mean()
-    if m is None or c.n_tasks < 2:
-        return None
-    resid = c.sums - c.counts * m
-    var = c.n_tasks / (c.n_tasks - 1) * math.fsum((resid * resid).tolist()) / (c.n * c.n)
-    return math.sqrt(var)
-
-
-def _chunked_subsets(n: int, k: int, rng: Generator, reps: int) -> Iterator[tuple[int, np.ndarray]]:
-    """(offset, rows of k indices): the first k of ``reps`` random permutations of range(n), in
-    chunks of at most :data:`CHUNK` values so memory stays bounded for cells of many tasks."""
-    step = max(1, CHUNK // max(n, 1))
-    for lo in range(0, reps, step):
-        rows = min(step, reps - lo)
-        yield lo, rng.permuted(np.tile(np.arange(n), (rows, 1)), axis=1)[:, :k]
-
-
-def _resample_counts(rng: Generator, n_tasks: int, reps: int) -> np.ndarray:
-    """(reps, n_tasks) multiplicities of a with-replacement resample of the tasks."""
-    draws = rng.integers(0, n_tasks, size=(reps, n_tasks))
-    draws += (np.arange(reps) * n_tasks)[:, None]
-    return np.bincount(draws.ravel(), minlength=reps * n_tasks).reshape(reps, n_tasks).astype(np.int64, copy=False)
-
-
-def bootstrap_means(c: Clusters, rng: Generator, reps: int) -> np.ndarray:
-    """Means of ``reps`` task-resamples (a resampled task brings all its runs)."""
-    out = np.empty(reps)
-    step = max(1, CHUNK // max(c.n_tasks, 1))
-    # One run a task (scheduled runs): every resample holds n_tasks runs, the same divisor.
-    singles = bool((c.counts == 1).all())
-    # Where every sum of the resampled tasks is exact (integer grades, counts, pass/fail), the
-    # drawn tasks' sums are added as drawn: the same float as Σ multiplicity·sum in task order
-    # without building the multiplicities.
-    exact = sums_exact(c.sums, c.n_tasks)
-    for lo in range(0, reps, step):
-        rows = min(step, reps - lo)
-        if exact:
-            draws = rng.integers(0, c.n_tasks, size=(rows, c.n_tasks))
-            out[lo:lo + rows] = c.sums[draws].sum(axis=1) / (c.n_tasks if singles else c.counts[draws].sum(axis=1))
-        else:
-            k = _resample_counts(rng, c.n_tasks, rows)
-            out[lo:lo + rows] = (k * c.sums).sum(axis=1) / (c.n_tasks if singles else (k * c.counts).sum(axis=1))
-    return out
-
-
-def sums_exact(x: np.ndarray, terms: int) -> bool:
-    """Whether every sum of at most ``terms`` of ``x``'s values (repeats allowed) is exact in
-    float64, added in any order: the values are finite multiples of one power of two 2^e, none
-    is a negative zero (whose sign an order could keep or lose), and ``terms`` times the largest
-    stays below 2^(52+e), so every partial sum is a representable multiple of 2^e."""
-    nz = x[x != 0]
-    if bool(np.signbit(x[x == 0]).any()):
-        return False
-    if len(nz) == 0:
-        return True
-    if not bool(np.isfinite(nz).all()):
-        return False
-    mant, ex = np.frexp(nz)
-    m = (mant * 2.0**53).astype(np.int64)  # exact: the 53-bit significand as an integer
-    _, low = np.frexp((m & -m).astype(np.float64))  # its lowest set bit, 2^(low - 1)
-    e = int((ex - 54 + low).min())  # every value is a multiple of 2^e
-    return float(np.abs(nz).max()) * terms < math.ldexp(1.0, 52 + e)
-
-
-def t_quantile(p: float, df: int) -> float:
-    """Student's t quantile: exact for 1 and 2 degrees of freedom, else the Cornish–Fisher
-    expansion of Hill (1970) around the normal quantile (within 0.2% from 3 df on)."""
-    if df == 1:
-        return math.tan(math.pi * (p - 0.5))
-    if df == 2:
-        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
-    z = _normal_quantile(p)
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
-    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+# --- quantiles of the normal and t distributions ------------------------------------------------
 
 
 def _normal_quantile(p: float) -> float:
-    """Φ⁻¹(p) by bisection on erfc (only a handful of calls per cell)."""
+    """Φ⁻¹(p) by bisection on erfc."""
     lo, hi = -40.0, 40.0
     for _ in range(200):
         mid = (lo + hi) / 2
@@ -174,60 +65,76 @@ def _normal_quantile(p: float) -> float:
     return (lo + hi) / 2
 
 
+def _t_two_sided(t: float, df: int) -> float:
+    """P(|T| ≤ t) for Student's t with ``df`` (integer) degrees of freedom: the finite series of
+    Abramowitz & Stegun 26.7.3 (even df) and 26.7.4 (odd df), θ = atan(t/√df)."""
+    theta = math.atan(t / math.sqrt(df))
+    s, c2 = math.sin(theta), math.cos(theta) ** 2
+    if df % 2 == 0:
+        term = total = 1.0
+        for j in range(1, df // 2):
+            term *= c2 * (2 * j - 1) / (2 * j)
+            total += term
+        return s * total
+    if df == 1:
+        return 2 * theta / math.pi
+    term = total = math.cos(theta)
+    for j in range(1, (df - 1) // 2):
+        term *= c2 * (2 * j) / (2 * j + 1)
+        total += term
+    return 2 / math.pi * (theta + s * total)
+
+
+def _cornish_fisher(p: float, df: int) -> float:
+    """Hill's (1970) expansion of the t quantile around the normal one (error below 10⁻¹¹ from
+    200 degrees of freedom on)."""
+    z = _normal_quantile(p)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
 @functools.lru_cache(maxsize=4096)
-def expanded_level(level: float, clusters: int) -> float:
-    """The expanded percentile bootstrap's level (Hesterberg 2015): the percentile interval is
-    too narrow in small samples (it ignores the C/(C−1) bias of the plug-in variance and uses z
-    where t belongs), so it is read at the level whose normal quantile is √(C/(C−1))·t_{C−1}."""
-    if clusters < 2:
-        return level
-    z = math.sqrt(clusters / (clusters - 1)) * t_quantile((1 + level) / 2, clusters - 1)
-    return math.erf(z / math.sqrt(2))
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile for p > 0.5 on ``df`` (integer) degrees of freedom: up to
+    :data:`_T_SERIES_DF`, the exact distribution function (:func:`_t_two_sided`) inverted by
+    Newton's method from Hill's expansion; beyond, the expansion itself."""
+    start = _cornish_fisher(p, df)
+    if df > _T_SERIES_DF:
+        return start
+    target = 2 * p - 1
+    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    t = max(start, 1e-3)
+    for _ in range(60):
+        density = math.exp(log_c - (df + 1) / 2 * math.log1p(t * t / df))
+        step = (_t_two_sided(t, df) - target) / (2 * density)
+        t = max(t - step, t / 2)
+        if abs(step) <= 1e-13 * t:
+            break
+    return t
 
 
-def fast_quantiles(x: np.ndarray, qs: Sequence[float]) -> list[float]:
-    """``np.quantile(x, qs)`` (linear, type 7) of a 1-d float array, computed term for term as
-    numpy does (virtual index, floor, bounds, gamma, its two-sided lerp) in Python floats, which
-    round as numpy's float64 does, on a sorted copy, without numpy's per-call set-up. NaN,
-    infinities and a zero picked from an array holding a negative zero go to numpy itself:
-    numpy's sort may drop a zero's sign, and the others are numpy's special cases."""
-    n = len(x)
-    s = np.sort(x)
-    if n == 0 or math.isnan(s[-1]):  # numpy's answer for a slice with a NaN is NaN
-        return [float(v) for v in np.quantile(x, list(qs))]
-    picks = []
-    for q in qs:
-        v = (n - 1) * q
-        i = math.floor(v)
-        j = i + 1
-        if v >= n - 1:
-            i = j = -1
-        a, b = float(s[i]), float(s[j])
-        if not (math.isfinite(a) and math.isfinite(b)) or ((a == 0.0 or b == 0.0) and _negative_zero(x)):
-            return [float(v) for v in np.quantile(x, list(qs))]
-        picks.append((a, b, v - i))
-    out = []
-    for a, b, t in picks:
-        diff = b - a
-        out.append(b - diff * (1 - t) if t >= 0.5 else a + diff * t)
+def t975(clusters: np.ndarray) -> np.ndarray:
+    """t₀.₉₇₅ on C − 1 degrees of freedom per entry of ``clusters`` (C ≥ 2; NaN below)."""
+    out = np.full(len(clusters), np.nan)
+    for c in np.unique(clusters[clusters >= 2]).tolist():
+        out[clusters == c] = t_quantile(0.975, c - 1)
     return out
 
 
-def _negative_zero(s: np.ndarray) -> bool:
-    return bool(np.any(np.signbit(s[s == 0])))
+# --- closed-form intervals, vectorized over cells ----------------------------------------------
 
 
-def percentile_interval(samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    lo, hi = fast_quantiles(samples, [(1 - level) / 2, (1 + level) / 2])
-    return lo, hi
-
-
-def bootstrap_interval(c: Clusters, rng: Generator, reps: int = 2000, level: float = 0.95
-                       ) -> tuple[float, float] | None:
-    """Percentile interval of the mean from a bootstrap over tasks; None below two tasks."""
-    if c.n_tasks < 2:
-        return None
-    return percentile_interval(bootstrap_means(c, rng, reps), expanded_level(level, c.n_tasks))
+def cr1_se(resid_sq: np.ndarray, n: np.ndarray, clusters: np.ndarray) -> np.ndarray:
+    """Cluster-robust standard error of a mean (CR1: the C/(C−1) small-sample factor), per cell:
+    SE² = C/(C−1) · Σ_c (S_c − n_c·x̄)² / n², from ``resid_sq`` = Σ_c (S_c − n_c·x̄)². With one
+    value per task this is exactly s/√n; reruns of a task that agree with each other widen it.
+    NaN below two clusters."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var = clusters / (clusters - 1) * resid_sq / (n.astype(np.float64) ** 2)
+    return np.where(clusters >= 2, np.sqrt(var), np.nan)
 
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
@@ -241,86 +148,67 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def quantiles(values: np.ndarray, qs: Sequence[float] = (0.1, 0.5, 0.9)) -> list[float] | None:
-    """Exact sample quantiles (linear interpolation, Hyndman & Fan type 7) of every value held."""
-    if len(values) == 0:
-        return None
-    return fast_quantiles(values, qs)
+def wilson_effective(p: np.ndarray, var: np.ndarray, cap: np.ndarray, clusters: np.ndarray,
+                     if_constant: np.ndarray, df_adjust: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson's interval of a clustered proportion at its effective sample size (Korn & Graubard
+    1998), per cell: n_eff = p(1−p)/var (the binomial size giving that variance), at most
+    ``cap``; ``if_constant`` where var is 0 or p is 0 or 1 (nothing to estimate it from); with
+    ``df_adjust``, scaled by (z/t_{C−1})² for the clusters' degrees of freedom. NaN below two
+    clusters."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        neff = np.where((var > 0) & (p > 0) & (p < 1), np.minimum(cap, p * (1 - p) / var), if_constant)
+        neff = np.where(clusters >= 2, neff, np.nan)
+        if df_adjust:
+            neff = neff * (Z95 / t975(clusters)) ** 2
+        z2 = Z95 * Z95
+        denom = 1 + z2 / neff
+        centre = (p + z2 / (2 * neff)) / denom
+        half = Z95 * np.sqrt(np.maximum(0.0, p * (1 - p) / neff + z2 / (4 * neff * neff))) / denom
+    return np.maximum(0.0, centre - half), np.minimum(1.0, centre + half)
+
+
+def quantiles_of_sorted(values: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
+                        qs: Sequence[float]) -> list[np.ndarray]:
+    """Exact quantiles (linear interpolation, Hyndman & Fan type 7, term for term as numpy's
+    ``quantile``) of many samples held sorted in ``values``: sample i is
+    ``values[offsets[i]:offsets[i] + counts[i]]`` (counts ≥ 1)."""
+    out = []
+    last = counts - 1
+    for q in qs:
+        v = last * q
+        lo = np.floor(v).astype(np.int64)
+        hi = np.minimum(lo + 1, last)
+        top = v >= last
+        lo = np.where(top, last, lo)
+        g = v - lo
+        a, b = values[offsets + lo], values[offsets + hi]
+        diff = b - a
+        out.append(np.where(g >= 0.5, b - diff * (1 - g), a + diff * g))
+    return out
 
 
 def pass_hat_k_tasks(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
     """Per-task unbiased pass^k = C(c,k)/C(n,k) for tasks with n ≥ k (tau-bench)."""
     keep = n >= k
     nk, ck = n[keep], c[keep]
-    if k <= 3 and len(nk) and int(nk.max()) < _EXACT_COMBS:
+    return pass_hat_k(nk, ck, k)
+
+
+def pass_hat_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
+    """C(c,k)/C(n,k) elementwise, every n ≥ k."""
+    if k <= 3 and (len(n) == 0 or int(n.max()) < _EXACT_COMBS):
         # C(x, k) as int64 products: exact below 2**53, so each quotient is the correctly rounded
         # one, as math.comb's int / int is.
-        num, den = np.ones(len(nk), dtype=np.int64), np.ones(len(nk), dtype=np.int64)
+        num, den = np.ones(len(n), dtype=np.int64), np.ones(len(n), dtype=np.int64)
         for i in range(k):
-            num, den = num * (ck - i), den * (nk - i)
+            num, den = num * (c - i), den * (n - i)
         fact = math.factorial(k)
         return (num // fact) / (den // fact)
-    return np.array([math.comb(int(ci), k) / math.comb(int(ni), k) for ni, ci in zip(nk, ck, strict=True)],
+    return np.array([math.comb(int(ci), k) / math.comb(int(ni), k) for ni, ci in zip(n, c, strict=True)],
                     dtype=np.float64)
 
 
-def pass_hat_k_interval(n: np.ndarray, c: np.ndarray, k: int, rng: Generator, reps: int = 2000
-                        ) -> tuple[float | None, float | None, float | None, int]:
-    """pass^k (mean over tasks with ≥ k runs) and a bootstrap-over-tasks interval; (value, low, high, tasks)."""
-    per_task = pass_hat_k_tasks(n, c, k)
-    if len(per_task) == 0:
-        return None, None, None, 0
-    value = math.fsum(per_task.tolist()) / len(per_task)
-    if len(per_task) < 2:
-        return value, None, None, len(per_task)
-    means = np.empty(reps)
-    step = max(1, CHUNK // len(per_task))
-    for at in range(0, reps, step):
-        rows = min(step, reps - at)
-        means[at:at + rows] = per_task[rng.integers(0, len(per_task), size=(rows, len(per_task)))].mean(axis=1)
-    lo, hi = percentile_interval(means, expanded_level(0.95, len(per_task)))
-    return value, lo, hi, len(per_task)
-
-
-def bootstrap_diff_interval(cur: Clusters, base: Clusters, rng: Generator, reps: int = 2000
-                            ) -> tuple[float, float] | None:
-    """Interval of mean(cur) - mean(base), resampling tasks within each window independently."""
-    if cur.n_tasks < 2 or base.n_tasks < 2:
-        return None
-    return percentile_interval(bootstrap_means(cur, rng, reps) - bootstrap_means(base, rng, reps),
-                               expanded_level(0.95, min(cur.n_tasks, base.n_tasks)))
-
-
-def permutation_p(cur: Clusters, base: Clusters, rng: Generator, reps: int = 9999) -> float | None:
-    """Two-sided p of mean(cur) ≠ mean(base) by permuting whole tasks between the windows.
-
-    The window labels of task clusters are exchangeable under no change; the statistic is the
-    difference of run-weighted means. p = (1 + #{|T*| ≥ |T|}) / (1 + reps) (never 0). In the far
-    tail (fewer than :data:`TAIL_HITS` permutations as extreme) that estimate is floored at
-    ~1/reps, which Benjamini–Hochberg over hundreds of cells can never call significant; there p
-    comes from the normal approximation of the same permutation distribution (its mean and SD).
-    """
-    if cur.n_tasks < 1 or base.n_tasks < 1 or cur.n_tasks + base.n_tasks < 3:
-        return None
-    sums = np.concatenate([cur.sums, base.sums])
-    counts = np.concatenate([cur.counts, base.counts])
-    total_s, total_n = math.fsum(sums.tolist()), int(counts.sum())
-    observed = cur.sums.sum() / cur.counts.sum() - base.sums.sum() / base.counts.sum()
-    s1, n1 = np.empty(reps), np.empty(reps, dtype=np.int64)
-    for lo, order in _chunked_subsets(len(sums), cur.n_tasks, rng, reps):
-        s1[lo:lo + len(order)] = sums[order].sum(axis=1)
-        n1[lo:lo + len(order)] = counts[order].sum(axis=1)
-    stat = s1 / n1 - (total_s - s1) / (total_n - n1)
-    # A relative tolerance: ties (common with 0/1 values) must count as "as extreme".
-    extreme = int((np.abs(stat) >= abs(observed) - 1e-12 * max(1.0, abs(observed))).sum())
-    monte_carlo = (1 + extreme) / (1 + reps)
-    if extreme >= TAIL_HITS:
-        return float(monte_carlo)
-    sd = float(stat.std())
-    if sd == 0:
-        return float(monte_carlo)
-    z = abs(observed - float(stat.mean())) / sd
-    return float(min(monte_carlo, math.erfc(z / math.sqrt(2))))
+# --- tests --------------------------------------------------------------------------------------
 
 
 def fisher_exact_p(a: int, n1: int, b: int, n2: int) -> float:
@@ -355,84 +243,162 @@ def minimum_detectable_effect(se_cur: float | None, se_base: float | None) -> fl
     return (Z95 + Z80) * math.sqrt(se_cur * se_cur + se_base * se_base)
 
 
-def _strata_sums(strata: list[tuple[np.ndarray, int]], rng: Generator, reps: int) -> np.ndarray:
-    """``reps`` draws of Σ_t (sum of a uniformly random k_t-subset of stratum t's values): the
-    shuffled labels of every stratum together.
+@dataclass(frozen=True)
+class Labels:
+    """The two windows of a regression test, as the permutation test exchanges them.
 
-    Strata are shuffled exactly, the least normal first (smallest min(k, m−k)), while their runs
-    total at most :data:`EXACT_RUNS`; strata of equal (m, k) are shuffled in one array. The rest
-    (a cell with thousands of rerun tasks) contribute through the normal limit of their total:
-    each stratum's subset sum has mean k·v̄ and variance k(m−k)/(m(m−1))·Σ(v−v̄)², and they are
-    independent, so their sum over many strata is normal.
-    """
-    order = sorted(range(len(strata)), key=lambda i: (min(strata[i][1], len(strata[i][0]) - strata[i][1]),
-                                                      len(strata[i][0]), i))
-    exact: dict[tuple[int, int], list[np.ndarray]] = {}
-    budget, mean, var = EXACT_RUNS, 0.0, 0.0
-    for i in order:
-        values, k = strata[i]
-        m = len(values)
-        if m <= budget:
-            budget -= m
-            exact.setdefault((m, k), []).append(values)
-        else:
-            v = float(values.mean())
-            mean += k * v
-            var += k * (m - k) / (m * (m - 1)) * float(((values - v) ** 2).sum())
-    out = mean + math.sqrt(var) * rng.standard_normal(reps) if var > 0 else np.full(reps, mean)
-    for (_m, k), group in sorted(exact.items()):
-        block = np.stack(group)  # (strata, m)
-        step = max(1, CHUNK // block.size)
-        for lo in range(0, reps, step):
-            hi = min(reps, lo + step)
-            # Shuffled as rows of a 2-d array: the same shuffles in the same order as along the
-            # last axis of the 3-d one, without numpy's much slower iteration over 3-d slices.
-            # C-contiguous, as the 3-d copy was: the sum below adds in memory order.
-            rows = np.ascontiguousarray(np.broadcast_to(block, (hi - lo, *block.shape)).reshape(-1, block.shape[-1]))
-            shuffled = rng.permuted(rows, axis=1).reshape(hi - lo, *block.shape)
-            out[lo:hi] += shuffled[:, :, :k].sum(axis=(1, 2))
+    ``strata``: per task with runs in both windows, its values (current window's first) and how
+    many are current's; ``singles``: per task seen in one window only, the sum and count of its
+    values, the current window's tasks first (``current_singles`` of them)."""
+
+    strata: list[tuple[np.ndarray, int]]
+    single_sums: np.ndarray
+    single_counts: np.ndarray
+    current_singles: int
+    observed: float  # mean(current) − mean(baseline)
+    total_sum: float
+    total_n: int
+
+    @staticmethod
+    def of(cur: dict[int, np.ndarray], base: dict[int, np.ndarray], observed: float, total_sum: float) -> Labels:
+        """From each window's values by task (sorted values; tasks ordered by their keys)."""
+        strata = [(np.concatenate((cur[t], base[t])), len(cur[t])) for t in sorted(cur.keys() & base.keys())]
+        singles = [cur[t] for t in sorted(cur.keys() - base.keys())] + [base[t] for t in sorted(base.keys() - cur.keys())]
+        return Labels(strata=strata,
+                      single_sums=np.array([float(s.sum()) for s in singles]),
+                      single_counts=np.array([len(s) for s in singles], dtype=np.int64),
+                      current_singles=len(cur.keys() - base.keys()),
+                      observed=observed, total_sum=total_sum,
+                      total_n=sum(len(v) for v in cur.values()) + sum(len(v) for v in base.values()))
+
+
+class _Shuffles:
+    """Draws of Σ (the current window's share) over the strata and the singles, one round of
+    replicates at a time, always in the same order from one generator (so the draws do not
+    depend on how many rounds a test takes)."""
+
+    def __init__(self, labels: Labels, rng: Generator) -> None:
+        self.labels, self.rng = labels, rng
+        strata = labels.strata
+        # Strata shuffled exactly, the least normal first (smallest min(k, m−k)), while their runs
+        # total at most EXACT_RUNS; strata of equal (m, k) are shuffled in one array. The rest (a
+        # cell with thousands of rerun tasks) contribute through the normal limit of their total:
+        # each stratum's subset sum has mean k·v̄ and variance k(m−k)/(m(m−1))·Σ(v−v̄)², and they
+        # are independent, so their sum over many strata is normal.
+        order = sorted(range(len(strata)), key=lambda i: (min(strata[i][1], len(strata[i][0]) - strata[i][1]),
+                                                          len(strata[i][0]), i))
+        exact: dict[tuple[int, int], list[np.ndarray]] = {}
+        budget, self.mean, var = EXACT_RUNS, 0.0, 0.0
+        for i in order:
+            values, k = strata[i]
+            m = len(values)
+            if m <= budget:
+                budget -= m
+                exact.setdefault((m, k), []).append(values)
+            else:
+                v = float(values.mean())
+                self.mean += k * v
+                var += k * (m - k) / (m * (m - 1)) * float(((values - v) ** 2).sum())
+        self.sd = math.sqrt(var)
+        # A small stratum draws one of its C(m, k) subset sums, listed once (exactly the same
+        # distribution as shuffling it, for one integer per replicate); larger ones are shuffled.
+        self.tables = [(len(group), _subset_sums(np.stack(group), k)) for (m, k), group in sorted(exact.items())
+                       if m <= TABLE_RUNS]
+        self.blocks = [(k, np.stack(group)) for (m, k), group in sorted(exact.items()) if m > TABLE_RUNS]
+        self.fixed_n = sum(k for _, k in strata)
+
+    def draw(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """(current sum, current count) of ``rows`` replicates."""
+        rng, lab = self.rng, self.labels
+        s1 = self.mean + self.sd * rng.standard_normal(rows) if self.sd > 0 else np.full(rows, self.mean)
+        n1 = np.full(rows, self.fixed_n, dtype=np.int64)
+        for count, table in self.tables:
+            picks = rng.integers(0, table.shape[1], size=(rows, count))
+            s1 += table[np.arange(count), picks].sum(axis=1)
+        for k, block in self.blocks:
+            step = max(1, CHUNK // block.size)
+            for lo in range(0, rows, step):
+                hi = min(rows, lo + step)
+                # Rows of a 2-d array, C-contiguous: the sum below adds in memory order.
+                tiled = np.ascontiguousarray(np.broadcast_to(block, (hi - lo, *block.shape)).reshape(-1, block.shape[-1]))
+                shuffled = rng.permuted(tiled, axis=1).reshape(hi - lo, *block.shape)
+                s1[lo:hi] += shuffled[:, :, :k].sum(axis=(1, 2))
+        if len(lab.single_counts):
+            for lo, order in _subsets(len(lab.single_counts), lab.current_singles, rng, rows):
+                s1[lo:lo + len(order)] += lab.single_sums[order].sum(axis=1)
+                n1[lo:lo + len(order)] += lab.single_counts[order].sum(axis=1)
+        return s1, n1
+
+
+@functools.lru_cache(maxsize=64)
+def _masks(m: int, k: int) -> np.ndarray:
+    """Every k-subset of range(m) as a row of 0/1 (rows in increasing binary order)."""
+    bits = (np.arange(1 << m)[:, None] >> np.arange(m)) & 1
+    return bits[bits.sum(axis=1) == k].astype(np.float64)
+
+
+def _subset_sums(block: np.ndarray, k: int) -> np.ndarray:
+    """(strata, C(m, k)): every k-subset sum of each row of ``block``, added column by column."""
+    masks = _masks(block.shape[1], k)
+    out = np.zeros((block.shape[0], masks.shape[0]))
+    for j in range(block.shape[1]):
+        out += block[:, j:j + 1] * masks[:, j]
     return out
 
 
-def stratified_permutation_p(cur: dict[str, list[float]], base: dict[str, list[float]], rng: Generator,
-                             reps: int = 9999) -> float | None:
-    """Two-sided p of mean(cur) ≠ mean(base) by a permutation that respects tasks.
+def _subsets(n: int, k: int, rng: Generator, reps: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(offset, rows of k indices): the first k of ``reps`` random permutations of range(n), at
+    most :data:`CHUNK` values at a time so memory stays bounded for cells of many tasks."""
+    step = max(1, CHUNK // max(n, 1))
+    for lo in range(0, reps, step):
+        rows = min(step, reps - lo)
+        yield lo, rng.permuted(np.tile(np.arange(n), (rows, 1)), axis=1)[:, :k]
+
+
+def stratified_permutation_p(labels: Labels, rng: Generator, reps: int = 9999,
+                             stop_hits: int = STOP_HITS) -> float:
+    """Two-sided p of mean(current) ≠ mean(baseline) by a permutation that respects tasks.
 
     A task with runs in both windows is a stratum: its runs' window labels are shuffled within
     it (its share of each window kept), so a task's own level cancels out, as in a blocked
-    design. Tasks seen in one window only are exchanged whole between the windows, as in
-    :func:`permutation_p`. Under no change both moves leave the joint distribution unchanged.
-    The tail is handled as in :func:`permutation_p`.
+    design. Tasks seen in one window only are exchanged whole between the windows. Under no
+    change both moves leave the joint distribution unchanged.
+
+    Permutations are drawn in rounds (:data:`FIRST_DRAWS`, then twice as many each round, up to
+    ``reps``) and the test stops at the ``stop_hits``-th permutation as extreme as the observed
+    statistic, with p = stop_hits / permutations drawn (Besag & Clifford 1991): a cell with no
+    change stops after a few hundred. Otherwise p = (1 + hits) / (1 + reps); when fewer than
+    :data:`TAIL_HITS` were as extreme, p comes from the normal approximation of the same
+    permutation distribution (its mean and SD), since a p floored at ~1/reps could never pass
+    Benjamini–Hochberg over hundreds of cells.
     """
-    shared = sorted(set(cur) & set(base))
-    only_cur = [sorted(cur[t]) for t in sorted(set(cur) - set(base))]
-    only_base = [sorted(base[t]) for t in sorted(set(base) - set(cur))]
-    n_cur = sum(len(v) for v in cur.values())
-    n_base = sum(len(v) for v in base.values())
-    if n_cur == 0 or n_base == 0 or (not shared and len(only_cur) + len(only_base) < 3):
-        return None
-    total_s = math.fsum([*(x for v in cur.values() for x in v), *(x for v in base.values() for x in v)])
-    total_n = n_cur + n_base
-    observed = math.fsum(x for v in cur.values() for x in v) / n_cur - math.fsum(
-        x for v in base.values() for x in v) / n_base
-    s1 = np.zeros(reps)
-    n1 = np.zeros(reps, dtype=np.int64)
-    strata = [(np.array(sorted(cur[t]) + sorted(base[t]), dtype=np.float64), len(cur[t])) for t in shared]
-    n1 += sum(k for _, k in strata)
-    s1 += _strata_sums(strata, rng, reps)
-    singles = only_cur + only_base
-    if singles:
-        sums = np.array([math.fsum(v) for v in singles])
-        counts = np.array([len(v) for v in singles], dtype=np.int64)
-        for lo, order in _chunked_subsets(len(singles), len(only_cur), rng, reps):
-            s1[lo:lo + len(order)] += sums[order].sum(axis=1)
-            n1[lo:lo + len(order)] += counts[order].sum(axis=1)
-    valid = (n1 > 0) & (n1 < total_n)
-    stat = s1[valid] / n1[valid] - (total_s - s1[valid]) / (total_n - n1[valid])
-    extreme = int((np.abs(stat) >= abs(observed) - 1e-12 * max(1.0, abs(observed))).sum())
-    monte_carlo = (1 + extreme) / (1 + len(stat))
-    sd = float(stat.std()) if len(stat) else 0.0
-    if extreme >= TAIL_HITS or sd == 0:
+    shuffles = _Shuffles(labels, rng)
+    observed, total_s, total_n = labels.observed, labels.total_sum, labels.total_n
+    # A relative tolerance: ties (common with 0/1 values) must count as "as extreme".
+    cut = abs(observed) - 1e-12 * max(1.0, abs(observed))
+    hits, drawn, kept = 0, 0, []
+    rows = FIRST_DRAWS
+    done = 0
+    while done < reps:
+        rows = min(rows, reps - done)
+        s1, n1 = shuffles.draw(rows)
+        done += rows
+        valid = (n1 > 0) & (n1 < total_n)  # a labelling with an empty window has no statistic
+        s1, n1 = s1[valid], n1[valid]
+        stat = s1 / n1 - (total_s - s1) / (total_n - n1)
+        extreme = np.abs(stat) >= cut
+        found = int(extreme.sum())
+        if hits + found >= stop_hits:
+            at = int(np.flatnonzero(extreme)[stop_hits - hits - 1])
+            return stop_hits / (drawn + at + 1)
+        hits += found
+        drawn += len(stat)
+        kept.append(stat)
+        rows *= 2
+    monte_carlo = (1 + hits) / (1 + drawn)
+    every = np.concatenate(kept) if kept else np.empty(0)
+    sd = float(every.std()) if len(every) else 0.0
+    if hits >= TAIL_HITS or sd == 0:
         return float(monte_carlo)
-    z = abs(observed - float(stat.mean())) / sd
+    z = abs(observed - float(every.mean())) / sd
     return float(min(monte_carlo, math.erfc(z / math.sqrt(2))))

@@ -12,22 +12,24 @@ from collections.abc import Iterable
 from typing import Any
 
 from graders.formats.evidence import ArchivedResult, RunEvidence
+from graders.stats.bounds import number
 from schemas.documents import RunMeta
 from schemas.version import FLEETGRADE_VERSION
 
 
 def _value(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return number(v)  # the statistics' one validation: a finite float or None, never an OverflowError
 
 
 def differences(archived: ArchivedResult, result: dict[str, Any]) -> list[str]:
-    """Which of value, status and message differ (a missing message equals an empty one)."""
+    """Which of value, status and message differ (a missing message equals an empty one; an
+    archive that keeps no message, the unified session's ``grader.result``, is not compared on it)."""
     out = []
     if archived.value != _value(result.get("value")):
         out.append("value")
     if archived.status != result.get("status"):
         out.append("status")
-    if (archived.message or "") != (result.get("message") or ""):
+    if archived.compare_message and (archived.message or "") != (result.get("message") or ""):
         out.append("message")
     return out
 

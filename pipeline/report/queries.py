@@ -16,7 +16,7 @@ import duckdb
 
 from graders.stats.cells import DEFAULT_BASELINE, DEFAULT_WINDOW
 from pipeline.report.scope import Selection, open_scope
-from pipeline.stats_read import recompute_regressions, stored_windows, worst_first
+from pipeline.stats_read import CHANGED, graded, recompute_regressions, stored_windows, worst_first
 
 GATED = "(passed IS NOT NULL OR (status = 'error' AND threshold IS NOT NULL))"
 WORST_RUNS = 25
@@ -40,6 +40,8 @@ class ReportData:
     # per shown row its runs in the current window and its daily grader_stats series.
     regressions: list[Row] = field(default_factory=list)
     regressions_source: str = ""
+    windows: tuple[int, int] = (DEFAULT_WINDOW, DEFAULT_BASELINE)  # the regression windows, in days
+    history: dict[str, int] = field(default_factory=dict)  # workflow → days of grades the windows hold
     regression_runs: dict[tuple[str, str], list[Row]] = field(default_factory=dict)
     regression_series: dict[tuple[str, str], list[Row]] = field(default_factory=dict)
     pass_rate: list[Row] = field(default_factory=list)
@@ -120,9 +122,13 @@ def regressions(con: duckdb.DuckDBPyConnection, output: str, sel: Selection, tab
                  if not sel.workflows or r["workflow"] in sel.workflows]
         data.regressions_source = "recomputed"
     data.regressions = worst_first(found)
-    shown = [r for r in data.regressions if r["verdict"] in ("regressed", "improved")]
-    shown += [r for r in data.regressions if r["verdict"] not in ("regressed", "improved")]
-    for r in shown[:max(SHOWN_REGRESSIONS, sum(x["verdict"] in ("regressed", "improved") for x in shown))]:
+    if found:
+        data.windows = (int(found[0]["window_days"]), int(found[0]["baseline_days"]))
+    data.history = history(con, found)
+    # Cells never graded are summed up in one line, not shown: every changed cell, then the rest.
+    shown = [r for r in data.regressions if r["verdict"] in CHANGED]
+    shown += [r for r in data.regressions if r["verdict"] not in CHANGED and graded(r)]
+    for r in shown[:max(SHOWN_REGRESSIONS, sum(x["verdict"] in CHANGED for x in shown))]:
         key = (r["workflow"], r["grader_id"])
         worst = "DESC" if r.get("direction") == "lower_is_better" else "ASC"
         data.regression_runs[key] = rows(con, f"""
@@ -130,11 +136,25 @@ def regressions(con: duckdb.DuckDBPyConnection, output: str, sel: Selection, tab
             WHERE workflow = ? AND grader_id = ? AND date BETWEEN ?::DATE AND ?::DATE
             ORDER BY value {worst} NULLS LAST, date DESC, run_id, attempt LIMIT {RUNS_TO_LOOK_AT}""",
             [r["workflow"], r["grader_id"], r["current_start"], r["date"]])
-        if r["verdict"] in ("regressed", "improved") and "grader_stats" in tables:
+        if r["verdict"] in CHANGED and "grader_stats" in tables:
             data.regression_series[key] = rows(con, """
                 SELECT date, n, mean, ci_low, ci_high FROM v_grader_stats
                 WHERE workflow = ? AND grader_id = ? AND window_days = 1 AND date BETWEEN ?::DATE AND ?::DATE
                 ORDER BY date""", [r["workflow"], r["grader_id"], r["baseline_start"], r["date"]])
+
+
+def history(con: duckdb.DuckDBPyConnection, found: list[Row]) -> dict[str, int]:
+    """Per workflow, the days from its first graded date inside its regression windows to the
+    last: how much of the windows its history fills."""
+    firsts = {wf: first for wf, first in con.execute(
+        "SELECT workflow, min(date) FROM v_grader_results WHERE date IS NOT NULL GROUP BY ALL").fetchall()}
+    spans: dict[str, int] = {}
+    for r in found:
+        if r["workflow"] in firsts:
+            end = dt.date.fromisoformat(str(r["date"]))
+            start = max(firsts[r["workflow"]], dt.date.fromisoformat(str(r["baseline_start"])))
+            spans[r["workflow"]] = max(0, (end - start).days + 1)
+    return spans
 
 
 def overview(con: duckdb.DuckDBPyConnection, tables: frozenset[str]) -> Row:

@@ -8,7 +8,6 @@ from pipeline.report import svg
 from pipeline.report.html import data_attrs, esc, no_data, run_ref, section, table, td
 from pipeline.report.queries import MAX_K, TRACE_LIST, WORST_RUNS, ReportData
 
-NO_VALUES = '<p class="nodata">No finite values (errors or unavailable).</p>'
 # A grade's layer (docs/observed-graders.md): gh-aw's reference graders, or fleetgrade's observed ones.
 REFERENCE, OBSERVED = "reference", "observed"
 
@@ -37,26 +36,44 @@ def graders(data: ReportData) -> str:
     if not data.histograms:
         return section("graders", title, no_data("grader_results", "grader_results" in data.tables))
     cards = []
-    for h in data.histograms:
+    for h in (h for h in data.histograms if h["n"]):
         gate = (f"pass {h['passed']:,}/{h['gated']:,} ({svg.fmt_rate(h['passed'] / h['gated'])})" if h["gated"]
                 else "informational (no threshold)")
         direction = (h["direction"] or "").replace("_", " ")
         multi = (f' · <b>{h["thresholds"]} thresholds in the data</b>, the most common is marked'
                  if h["thresholds"] > 1 else "")
-        layer = OBSERVED if h.get("source") == "fleetgrade" else REFERENCE
+        layer = _layer(h)
         cards.append(
-            f'<div class="card" {data_attrs(metric="grader", grader=h["grader_id"], values=h["n"] or 0, layer=layer)}>'
+            f'<div class="card" {data_attrs(metric="grader", grader=h["grader_id"], values=h["n"], layer=layer)}>'
             f'<h3>{esc(h["name"])} <span class="muted"><code>{esc(h["grader_id"])}</code> · {layer}</span></h3>'
-            f'<div class="meta">{h["n"] or 0:,} values · {esc(h["unit"] or "no unit")} · {esc(direction)} · {gate}{multi}</div>'
-            f"{svg.histogram(h) if h['counts'] else NO_VALUES}</div>")
+            f'<div class="meta">{h["n"]:,} values · {esc(h["unit"] or "no unit")} · {esc(direction)} · {gate}{multi}</div>'
+            f"{svg.histogram(h)}</div>")
     legend = (f'<div class="legend"><span><i style="background:{svg.PASS}"></i>passing side of the threshold</span>'
               f'<span><i style="background:{svg.FAIL}"></i>failing side</span>'
               f'<span><i style="background:{svg.NEUTRAL}"></i>no threshold</span></div>')
-    return section("graders", title, legend + f'<div class="grid">{"".join(cards)}</div>',
+    return section("graders", title, legend + f'<div class="grid">{"".join(cards)}</div>' + _never_graded(data),
                    "Finite values only (null = unavailable or error). Counts get one bar per value; "
                    "other graders 20 equal bins over the observed range and the threshold. "
                    "<i>reference</i>: gh-aw's graders, bit-exact; <i>observed</i>: fleetgrade's own, from "
                    "what the run carries (conclusion, MCP responses, safe-output errors, cached tokens).")
+
+
+def _layer(h: dict[str, Any]) -> str:
+    return OBSERVED if h.get("source") == "fleetgrade" else REFERENCE
+
+
+def _never_graded(data: ReportData) -> str:
+    """Graders with no finite value in the selection, as one line rather than a card each: they
+    were unavailable (the runs lack what they read) or errored on every run."""
+    never = [h for h in data.histograms if not h["n"]]
+    if not never:
+        return ""
+    names = ", ".join(f'<code>{esc(h["grader_id"])}</code>{" (observed)" if _layer(h) == OBSERVED else ""}'
+                      for h in never)
+    return (f'<p class="nodata" {data_attrs(metric="never-graded-graders", value=len(never))}>{len(never)} of '
+            f"{len(data.histograms)} graders have no value on any run in this selection (unavailable: the runs "
+            f"lack what they read, or an error; docs/observed-graders.md says what each observed "
+            f"grader reads): {names}.</p>")
 
 
 def worst_runs(data: ReportData) -> str:

@@ -78,10 +78,13 @@ def test_without_sources_the_reference_is_not_measured(tmp_path: Path, monkeypat
     reason = reference.unavailable()
     assert reason is not None
     rows = reference.reference_rows("mixed", 10, 1.0, 2.0, None, [], reason)
-    assert len(rows) == 1 and rows[0]["value"] is None and "ratio" not in rows[0]
-    assert rows[0]["note"].startswith("reference not measured: ")
+    # Both targets that need the reference are marked, so each reads "not measured".
+    assert [r["target"] for r in rows] == ["tier-reference", "tier-pipeline-reference"]
+    assert all(r["value"] is None and "ratio" not in r and r["note"].startswith("reference not measured: ")
+               for r in rows)
     measured = reference.reference_rows("mixed", 10, 1.0, 2.0, 3.0, [], None)
-    assert [r["ratio"] for r in measured if "ratio" in r] == [3.0, 1.5]
+    assert [(r["ratio"], r["target"]) for r in measured if "ratio" in r] == [
+        (3.0, "tier-reference"), (1.5, "tier-pipeline-reference")]
 
 
 def test_setup_copies_the_modules_and_what_they_require(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,13 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.cli import main
+from pipeline.cmd_check import UNTESTED_EXIT
 from pipeline.stats_read import read_rows, recompute_regressions
 from tests.conftest import REPO
+from tests.helpers.demo import CHANGE_DATE, demo_root
 from tests.pipeline.stats_fleet import SHIFT_DATE, shifted_output
 from tests.pipeline.test_gcs import BUCKET, client, gcs_server
 
-__all__ = ["gcs_server", "shifted_output"]  # the fixtures
+__all__ = ["demo_root", "gcs_server", "shifted_output"]  # the fixtures
 FLEETGRADE = Path(sys.executable).parent / "fleetgrade"
 
 
@@ -71,17 +72,72 @@ def test_check_does_not_import_beam() -> None:
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO, check=False).returncode == 0
 
 
-def test_the_demo_fleet_passes_the_gate_and_says_why(tmp_path: Path) -> None:
-    out = tmp_path / "demo"
-    assert main(["run", "--input", str(REPO / "examples" / "fleet"), "--output", str(out), "--log-level", "ERROR",
-                 "--trace-config", str(REPO / "examples" / "trace-grader.config.yaml")]) == 0
-    done = check(str(out))
-    assert done.returncode == 0, done.stderr
-    # three days of runs: no baseline yet, and every cell says it cannot tell
-    assert "0 regressed" in done.stdout and "insufficient-data (needs" in done.stdout
+def test_the_demo_fleet_fails_the_gate_on_its_planted_change(demo_root: Path) -> None:
+    """`make demo` then `fleetgrade check demo-output`: the planted change, found and dated, and
+    nothing else (examples/make_fleet.py plants it)."""
+    out = demo_root / "demo-output"
+    done = check(str(out), "--json")
+    assert done.returncode == 1, done.stderr
+    rows = json.loads(done.stdout)["rows"]
+    regressed = {(r["workflow"], r["grader_id"]): r["change_date"] for r in rows if r["verdict"] == "regressed"}
+    # the graders that count failed tool calls, and only in issue-triage, all dated on the change
+    assert {("issue-triage", "tool-success-rate"), ("issue-triage", "tool-failure-count")} <= set(regressed)
+    assert {wf for wf, _ in regressed} == {"issue-triage"} and set(regressed.values()) == {CHANGE_DATE}
+    assert all("tool" in g for _, g in regressed)
+    assert not [r for r in rows if r["verdict"] == "improved"]
+    tested = {r["workflow"] for r in rows if r["verdict"] != "insufficient-data"}
+    assert tested == {"issue-triage", "ci-doctor"}, "daily-file-diet is three days old: nothing to test yet"
+    first = check(str(out)).stdout.splitlines()[1].split()
+    assert first[0] == "issue-triage" and first[2] == "regressed" and first[-1] == CHANGE_DATE
     stats = read_rows(str(out), "grader_stats")
     assert {r["window_days"] for r in stats} == {1, 7, 28}
     assert {r["grader_id"] for r in stats} >= {"tool-success-rate", "trace:delivered"}
+
+
+def test_a_gate_that_tested_nothing_does_not_pass(demo_root: Path) -> None:
+    """daily-file-diet is three days old: no cell has a baseline, so the gate cannot say "no
+    regression"; it says why in one line and exits 5, unless --allow-untested."""
+    out = str(demo_root / "demo-output")
+    doc = json.loads(check(out, "--workflow", "daily-file-diet", "--json").stdout)
+    short = doc["untested"]
+    assert doc["tested"] == 0 and short > 0
+    done = check(out, "--workflow", "daily-file-diet")
+    assert done.returncode == UNTESTED_EXIT == 5
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"fleetgrade check: nothing could be tested: {short} cell(s) need more history; "
+                                  "the baseline window needs runs in the 28 days before the last 7")
+    assert "the runs span 3 day(s)" in done.stderr and "--allow-untested" in done.stderr
+    allowed = check(out, "--workflow", "daily-file-diet", "--allow-untested")
+    assert allowed.returncode == 0
+    assert f"0 regressed, 0 improved, 0 no-change, {short} insufficient-data" in allowed.stdout
+    assert allowed.stderr.startswith("fleetgrade check: nothing could be tested")
+    # A tested cell anywhere is a real answer: the whole demo exits 1 on its regression.
+    assert check(out).returncode == 1
+
+
+def test_cells_never_graded_are_counted_apart_not_told_to_wait(demo_root: Path) -> None:
+    out = str(demo_root / "demo-output")
+    done = check(out)
+    table, _, summary = done.stdout.partition("\n\n")
+    assert "trajectory-ndtw" not in table, "a grader unavailable on every run has no row"
+    never = next(line for line in summary.splitlines() if "never graded" in line)
+    assert "more runs will not change that" in never and "trajectory-ndtw" in never
+    doc = json.loads(check(out, "--json").stdout)
+    ids = {(c["workflow"], c["grader_id"]) for c in doc["never_graded"]}
+    assert ("ci-doctor", "trajectory-ndtw") in ids
+    assert not ids & {(r["workflow"], r["grader_id"]) for r in doc["rows"]}
+    assert all(r["n_current"] or r["n_baseline"] for r in doc["rows"])
+
+
+def test_change_dates_only_on_changed_rows_and_a_word_on_intervals(demo_root: Path) -> None:
+    done = check(str(demo_root / "demo-output"))
+    rows = [line.split() for line in done.stdout.split("\n\n")[0].splitlines()[1:]]
+    for cells in rows:
+        dated = cells[-1] != "-"
+        assert dated == (cells[2] in ("regressed", "improved")), cells
+    # the demo has no-change cells whose interval excludes 0 at q ≥ 0.05: the output says why
+    assert "the interval is the cell's own, its q corrects for the" in done.stdout
 
 
 def test_a_gcs_output_is_gated_on_its_stored_table(shifted_output: Path, gcs_server: str) -> None:

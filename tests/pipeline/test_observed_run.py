@@ -83,6 +83,10 @@ def test_the_failed_run_fails_its_conclusion_and_counts_its_mcp_errors(output: P
     assert got == {"5001/run-conclusion": 0.0, "5001/mcp-tool-error-count": 4.0, "5001/safe-output-error-count": 2.0,
                    "5002/run-conclusion": 1.0, "5002/mcp-tool-error-count": 0.0, "5002/safe-output-error-count": 0.0,
                    "5003/run-conclusion": 1.0, "5003/mcp-tool-error-count": 0.0, "5003/safe-output-error-count": 0.0}
+    # A Copilot run without session events: its calls are the gateway's, the MCP errors among them.
+    calls = dict(con.execute("""SELECT grader_id, value FROM grader_results WHERE run_id = '5001'
+                                AND grader_id IN ('tool-call-count', 'tool-error-count')""").fetchall())
+    assert calls["tool-error-count"] == got["5001/mcp-tool-error-count"] and calls["tool-call-count"] >= 4
     status = con.execute("SELECT status, family FROM grader_results WHERE run_id = '5001' AND grader_id = 'run-conclusion'")
     assert status.fetchall() == [("fail", "observed")]
     # The reference layer is unchanged: gh-aw's tool-success-rate never saw the 403s.
@@ -92,7 +96,7 @@ def test_the_failed_run_fails_its_conclusion_and_counts_its_mcp_errors(output: P
     first, graders = con.execute("""SELECT min(grader_index) FILTER (WHERE source = 'fleetgrade'),
                                     (SELECT graders FROM runs WHERE run_id = '5001')
                                     FROM grader_results WHERE run_id = '5001'""").fetchone()
-    assert first == len(default_plan().enabled) and graders == first + 6
+    assert first == len(default_plan().enabled) and graders == first + 8
 
 
 def test_the_failed_run_is_a_trace_fail(output: Path) -> None:

@@ -78,25 +78,25 @@ def test_a_run_says_how_many_runs_it_discovered(tmp_path: Path) -> None:
          "--output", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     lines = [line.split("fleetgrade: ", 1)[1] for line in done.stderr.splitlines() if "INFO fleetgrade: " in line]
-    assert "discovered 37 run(s): 37 to grade" in lines
-    summary = next(i for i, line in enumerate(lines) if line.startswith("37 run(s) discovered: "))
-    assert lines.index("discovered 37 run(s): 37 to grade") < summary
+    assert "discovered 73 run(s): 73 to grade" in lines
+    summary = next(i for i, line in enumerate(lines) if line.startswith("73 run(s) discovered: "))
+    assert lines.index("discovered 73 run(s): 73 to grade") < summary
     assert not any("by this worker" in line for line in lines)
     # Once discovery is done, every progress line carries the job's total.
-    after = lines[lines.index("discovered 37 run(s): 37 to grade"):]
-    assert all("/37 runs done" in line for line in after if line.startswith("progress: ")), lines
+    after = lines[lines.index("discovered 73 run(s): 73 to grade"):]
+    assert all("/73 runs done" in line for line in after if line.startswith("progress: ")), lines
 
 
 def test_a_stray_file_is_not_counted_as_a_graded_run(tmp_path: Path) -> None:
     # A file at the fleet's root is a candidate session group to discovery and a stray once read:
     # the last progress line must count the runs the summary counts.
     shutil.copytree(REPO / "examples" / "fleet", tmp_path / "fleet")
-    (tmp_path / "fleet" / "synth-manifest.json").write_text('{"runs": 37}\n')
+    (tmp_path / "fleet" / "synth-manifest.json").write_text('{"runs": 73}\n')
     env = dict(os.environ, **{INTERVAL_ENV: "0.2"})
     done = subprocess.run(
         [str(Path(sys.executable).parent / "fleetgrade"), "run", "--input", str(tmp_path / "fleet"),
          "--output", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     lines = [line.split("fleetgrade: ", 1)[1] for line in done.stderr.splitlines() if "INFO fleetgrade: " in line]
-    assert any(line.startswith("37 run(s) discovered: ") for line in lines), lines
-    assert "all 37 run(s) graded; writing the tables" in lines, lines
+    assert any(line.startswith("73 run(s) discovered: ") for line in lines), lines
+    assert "all 73 run(s) graded; writing the tables" in lines, lines

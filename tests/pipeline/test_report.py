@@ -16,7 +16,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.stats_read import recompute_regressions, worst_first
 from pipeline.tables import connect
-from tests.conftest import REPO
+from tests.helpers.demo import CHANGE_DATE, demo_root
 from tests.pipeline.report_fixtures import (
     FIRST,
     HOSTILE_MESSAGE,
@@ -26,6 +26,7 @@ from tests.pipeline.report_fixtures import (
     write_output,
 )
 
+__all__ = ["demo_root"]  # the fixture
 GATED = "(passed IS NOT NULL OR (status = 'error' AND threshold IS NOT NULL))"
 
 
@@ -69,8 +70,8 @@ def synth_html(synth) -> str:
     return report(synth)
 
 
-def q(out: Path, sql: str) -> list[tuple]:
-    return connect(str(out)).execute(sql).fetchall()
+def q(out: Path, sql: str, params: list | None = None) -> list[tuple]:
+    return connect(str(out)).execute(sql, params or []).fetchall()
 
 
 def test_pass_rate_points_match_duckdb(synth, synth_html):
@@ -108,7 +109,10 @@ def test_histograms_match_duckdb(synth, synth_html):
     per_value = dict(q(synth, "SELECT value::INT, count(*) FROM grader_results WHERE grader_id = 'g-count' AND value IS NOT NULL GROUP BY 1"))
     assert bins["g-count"] == [per_value.get(v, 0) for v in range(6)]
     assert len(bins["g-rate"]) == len(bins["g-info"]) == 20
-    assert "g-never" not in bins and [a for a in metrics(synth_html, "grader") if a["data-grader"] == "g-never"]
+    # a grader with no value on any run has no card, only a name in one line under the cards
+    assert "g-never" not in bins and not [a for a in metrics(synth_html, "grader") if a["data-grader"] == "g-never"]
+    assert [a["data-value"] for a in metrics(synth_html, "never-graded-graders")] == ["1"]
+    assert "<code>g-never</code>" in synth_html
     thresholds = {a["data-grader"]: float(a["data-value"]) for a in metrics(synth_html, "threshold")}
     assert thresholds == {"g-rate": 0.8, "g-count": 3.0}, "informational graders have no threshold mark"
     # g-count has two thresholds with equal counts: the smaller is marked, and the card says so.
@@ -233,31 +237,72 @@ def test_no_tables_is_a_clear_error(tmp_path, capsys):
     assert main(["report", str(tmp_path), "--since", "yesterday"]) == 2  # one line, no SystemExit
 
 
-@pytest.fixture(scope="module")
-def demo_output(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("demo") / "out"
-    assert main(["run", "--input", str(REPO / "examples" / "fleet"), "--output", str(out), "--log-level", "WARNING",
-                 "--trace-config", str(REPO / "examples" / "trace-grader.config.yaml")]) == 0
-    return out
-
-
-def test_demo_fleet_report(demo_output, capsys):
-    assert main(["report", str(demo_output)]) == 0
-    path = demo_output / "report.html"
+def test_demo_fleet_report(demo_root, tmp_path, capsys):
+    demo_output = demo_root / "demo-output"
+    path = tmp_path / "report.html"
+    assert main(["report", str(demo_output), "--html", str(path)]) == 0
     assert capsys.readouterr().out.strip() == str(path)
     html = path.read_text(encoding="utf-8")
     graded, dead = q(demo_output, "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM dead_letter)")[0]
     assert [int(a["data-value"]) for a in metrics(html, "input-count")] == [graded + dead]
     assert {(a["data-error-class"], int(a["data-value"])) for a in metrics(html, "dead-letter")} == {
         ("MetadataError", 3), ("NoArtifactsError", 1)}
-    assert len(metrics(html, "pass-rate")) == 9
+    days = q(demo_output, "SELECT count(DISTINCT (workflow, date)) FROM grader_results")[0][0]
+    assert len(metrics(html, "pass-rate")) == days == 3 * 3 + 2 * 11
     assert not [a["data-nodata"] for _, a in parse(html) if "data-nodata" in a], "every section has data"
-    # The sample fleet spans 3 days: there is no baseline, and the report says so rather than guess.
-    assert "have too little data to say" in html and not metrics(html, "worse-workflow")
-    assert {a["data-verdict"] for a in metrics(html, "regression")} == {"insufficient-data"}
+    # The planted change (examples/make_fleet.py): found, dated, and the only finding.
+    assert [a["data-workflow"] for a in metrics(html, "worse-workflow")] == ["issue-triage"]
+    regressed = {a["data-grader"]: a["data-change-date"] for a in metrics(html, "regression")
+                 if a["data-verdict"] == "regressed"}
+    assert {"tool-success-rate", "tool-failure-count"} <= set(regressed) and set(regressed.values()) == {CHANGE_DATE}
     links = {a["href"] for t, a in parse(html) if t == "a" and (a.get("href") or "").startswith("https:")}
     run_id = q(demo_output, "SELECT run_id FROM runs ORDER BY failed DESC, errors DESC, run_id LIMIT 1")[0][0]
     assert f"https://github.com/octo-org/widgets/actions/runs/{run_id}" in links
+
+
+def cells_tested(out: Path, workflow: str | None = None) -> int:
+    """The cells of the regressions table that were tested (of one workflow)."""
+    return q(out, "SELECT count(*) FROM regressions WHERE p_value IS NOT NULL AND workflow LIKE ?",
+             [workflow or "%"])[0][0]
+
+
+@pytest.mark.parametrize(("workflow", "state", "says"), [
+    (None, "worse", "1 workflow got worse</b> (q ≤ 0.05, among {tested} tested cells)"),
+    ("ci-doctor", "no-change", "No change detected among {tested} tested</b>"),
+    ("daily-file-diet", "untested", "Not enough history to test yet (3 days of 35)</b>"),
+])
+def test_the_headline_says_what_the_tests_know(demo_root, tmp_path, workflow, state, says):
+    """Three answers, never a reassurance the tests did not give: the demo's planted change; a
+    workflow tested with no change; a workflow three days old, with no baseline."""
+    html = report(demo_root / "demo-output", *(["--workflow", workflow] if workflow else []),
+                  html=tmp_path / "r.html")
+    [headline] = metrics(html, "headline")
+    assert headline["data-state"] == state
+    assert says.format(tested=cells_tested(demo_root / "demo-output", workflow)) in html
+    if state == "worse":  # the workflow with no baseline yet is named, with its history
+        assert "<b>Not enough history to test yet</b>: daily-file-diet (3 days of 35)." in html
+
+
+def test_change_dates_only_on_changed_rows_and_never_graded_in_one_line(demo_root, tmp_path):
+    html = report(demo_root / "demo-output", html=tmp_path / "r.html")
+    rows = metrics(html, "regression")
+    assert {r["data-verdict"] for r in rows} == {"regressed", "no-change", "insufficient-data"}
+    assert all(bool(r["data-change-date"]) == (r["data-verdict"] == "regressed") for r in rows)
+    # graders with no value on any run: one line each in the headline and the distributions, no cards
+    never = q(demo_root / "demo-output", """SELECT count(*) FROM (SELECT grader_id FROM grader_results
+                                           GROUP BY ALL HAVING count(*) FILTER (WHERE isfinite(value)) = 0)""")[0][0]
+    assert [int(a["data-value"]) for a in metrics(html, "never-graded-graders")] == [never] and never > 0
+    assert all(int(c["data-values"]) > 0 for c in metrics(html, "grader"))
+    assert "No finite values" not in html
+    [line] = metrics(html, "never-graded")
+    assert not {(r["data-workflow"], r["data-grader"]) for r in rows} & {("ci-doctor", "trajectory-ndtw")}
+    assert int(line["data-value"]) == q(demo_root / "demo-output", """
+        SELECT count(*) FROM regressions WHERE n_current = 0 AND n_baseline = 0""")[0][0] > 0
+    # q beside the interval: the demo has no-change cells whose interval excludes 0
+    assert any(r["data-verdict"] == "no-change" for r in rows)
+    assert len(metrics(html, "stats-note")) == 1
+    assert f"corrected across all {cells_tested(demo_root / 'demo-output')} tested cells" in html
+    assert "a no-change cell's interval can exclude 0 at q = 1" in html
 
 
 @pytest.mark.slow

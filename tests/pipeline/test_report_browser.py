@@ -8,7 +8,6 @@ so it must log nothing at all.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,26 +16,19 @@ import pytest
 from pipeline.cli import main
 from tests.pipeline.report_fixtures import build_rows, write_output
 from tests.pipeline.test_report import parse
-
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=0", "--hide-scrollbars")
+from tools.screenshot import browse, find_browser
 
 
 @pytest.fixture(scope="module")
 def browser() -> str:
-    for name in BROWSERS:
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.skip("chromium is not installed (make system-deps installs it)")
+    path = find_browser()
+    if path is None:
+        pytest.skip("chromium is not installed (make system-deps installs it)")
+    return path
 
 
 def run_browser(browser: str, tmp: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
-    return subprocess.run([browser, *FLAGS, f"--user-data-dir={profile}", *args, url],
-                          capture_output=True, text=True, timeout=120, check=True)
+    return browse(browser, url, tmp / f"profile-{len(list(tmp.glob('profile-*')))}", *args)
 
 
 def console_lines(stderr: str) -> list[str]:

@@ -29,12 +29,15 @@ def test_flags_the_planted_drop_and_not_the_rise(shifted_output: Path, tmp_path:
 
 def test_cells_without_any_graded_value_are_counted_not_listed() -> None:
     """A grader unavailable on every run (no IR: the trajectory graders) has nothing to test."""
-    from pipeline.report.headline import _graded, _lede
+    from pipeline.report.headline import _lede, _never
+    from pipeline.stats_read import graded
 
     empty = {"workflow": "wf", "grader_id": "trajectory-ndtw", "verdict": "insufficient-data",
              "n_current": 0, "n_baseline": 0}
     short = {"workflow": "wf", "grader_id": "retries", "verdict": "insufficient-data", "n_current": 3, "n_baseline": 0}
-    text = _lede([empty, short], 0.05)
-    assert "1 cell(s) have too little data" in text
-    assert "1 cell(s) have no graded value in either window" in text
-    assert not _graded(empty) and _graded(short)
+    text = _lede([empty, short], 0.05, {"wf": 3}, 35)
+    assert 'data-state="untested"' in text and "Not enough history to test yet (3 days of 35)" in text
+    assert "trajectory-ndtw" not in text
+    never = _never([empty, short])
+    assert "1 cell(s) were never graded" in never and "trajectory-ndtw" in never and "retries" not in never
+    assert not graded(empty) and graded(short)

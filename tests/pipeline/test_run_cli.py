@@ -72,8 +72,10 @@ def test_every_discovered_run_is_graded_or_dead_lettered(demo_output):
 def test_partitions_cover_every_workflow_and_date(demo_output):
     parts = {(p.parent.parent.name, p.parent.name) for p in (demo_output / "grader_results").rglob("*.parquet")}
     assert {w for w, _ in parts} == {"workflow=ci-doctor", "workflow=daily-file-diet", "workflow=issue-triage"}
-    assert {d for _, d in parts} == {"date=2026-11-28", "date=2026-11-29", "date=2026-11-30"}
-    assert len(parts) == 9
+    # Three days of every workflow, and 11 days before them of issue-triage and ci-doctor.
+    days = {f"date=2026-11-{d}" for d in range(17, 31)}
+    assert {d for _, d in parts} == days
+    assert len(parts) == 3 * 3 + 2 * 11
     assert not list(demo_output.rglob("_staging*")), "no staging or temp files after success"
     assert all(p.name == "part-00000.parquet" for p in demo_output.rglob("*") if p.is_file())
 

@@ -3,7 +3,10 @@
 - in-process FnApiRunner (the default `direct`);
 - DirectRunner multi-processing (`direct-multiprocess`, 2 workers);
 - the portable runner path that Flink/Spark clusters use: Beam's local job service plus an
-  external worker pool, both on loopback (no Java, no download).
+  external worker pool (no Java, no download).
+
+Beam's own gRPC servers (the multi-process runner's, the job service's and the worker pool's)
+listen on loopback only while the jobs run (pipeline/runners/loopback.py; ``ss -ltnp``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.helpers.listeners import off_loopback, watching
 
 FLEET = REPO / "examples" / "fleet"
 TIMEOUT = 300  # generous: a shared 2-core machine; a hung portable job must not hang the suite
@@ -36,6 +40,17 @@ def run_cli(output: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT, check=False)
 
 
+def run_cli_watched(output: Path, *flags: str, also: tuple[int, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """:func:`run_cli`, failing if it (or the ``also`` processes) listened beyond loopback."""
+    cmd = [sys.executable, "-m", "pipeline.cli", "run", "--input", str(FLEET), "--output", str(output),
+           "--log-level", "WARNING", *flags]
+    with subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        with watching(lambda: {proc.pid, *also}) as seen:
+            out, err = proc.communicate(timeout=TIMEOUT)
+    assert seen and off_loopback(sorted(seen)) == [], sorted(seen)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> dict[str, str]:
     out = tmp_path_factory.mktemp("inprocess") / "out"
@@ -45,7 +60,7 @@ def reference(tmp_path_factory) -> dict[str, str]:
 
 
 def test_multiprocess_direct_runner(reference, tmp_path):
-    proc = run_cli(tmp_path / "out", "--runner", "direct-multiprocess", "--direct-num-workers", "2")
+    proc = run_cli_watched(tmp_path / "out", "--runner", "direct-multiprocess", "--direct-num-workers", "2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert digests(tmp_path / "out") == reference
 
@@ -70,21 +85,23 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture
-def job_service() -> Iterator[tuple[int, int]]:
+def job_service() -> Iterator[tuple[int, int, list[int]]]:
     # The worker pool starts SDK workers as `python` from PATH: put this interpreter first.
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     job_port, pool_port = free_port(), free_port()
+    loopback = [sys.executable, "-m", "pipeline.runners.loopback"]  # Beam's mains, their servers on loopback
     procs = [
-        subprocess.Popen([sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
-                          "--port", str(job_port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-        subprocess.Popen([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
-                          f"--service_port={pool_port}"], env=env, stdout=subprocess.DEVNULL,
+        subprocess.Popen([*loopback, "apache_beam.runners.portability.local_job_service_main",
+                          "--port", str(job_port)], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL),
+        subprocess.Popen([*loopback, "apache_beam.runners.worker.worker_pool_main",
+                          f"--service_port={pool_port}"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL),
     ]
     try:
         wait_for_port(job_port, procs[0])
         wait_for_port(pool_port, procs[1])
-        yield job_port, pool_port
+        yield job_port, pool_port, [p.pid for p in procs]
     finally:
         for p in procs:
             p.terminate()
@@ -96,10 +113,10 @@ def job_service() -> Iterator[tuple[int, int]]:
 
 
 def test_portable_runner_with_external_worker_pool(reference, job_service, tmp_path):
-    job_port, pool_port = job_service
-    proc = run_cli(
+    job_port, pool_port, services = job_service
+    proc = run_cli_watched(
         tmp_path / "out", "--runner", "PortableRunner", f"--job_endpoint=localhost:{job_port}",
-        "--environment_type=EXTERNAL", f"--environment_config=localhost:{pool_port}",
+        "--environment_type=EXTERNAL", f"--environment_config=localhost:{pool_port}", also=tuple(services),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert digests(tmp_path / "out") == reference

@@ -127,7 +127,8 @@ def test_trace_input_of_an_unrecognised_file_is_one_line_and_exit_1(tmp_path: Pa
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
         f"fleetgrade trace: error: {bad}: not a recognised agent session or trace format "
-        "(tried aw-session, claude-code, copilot-cli, hook-log, otel-genai)"]
+        "(tried agy, aw-session, claude-code, claude-stream-json, codex-exec, codex-rollout, copilot-cli, "
+        "gemini-chat, gemini-stream-json, goose, hook-log, opencode, otel-genai, pi)"]
 
 
 def test_a_folder_of_json_documents_only_holds_no_run(tmp_path: Path) -> None:

@@ -38,7 +38,9 @@ def _lines(*objs: dict[str, Any]) -> bytes:
 
 def test_every_format_is_in_the_one_registry_under_its_kind() -> None:
     names = REGISTRY.names("input_format")
-    assert sorted(names) == ["aw-session", "claude-code", "copilot-cli", "gh-aw", "hook-log", "otel-genai"]
+    assert sorted(names) == ["agy", "aw-session", "claude-code", "claude-stream-json", "codex-exec", "codex-rollout",
+                             "copilot-cli", "gemini-chat", "gemini-stream-json", "gh-aw", "goose", "hook-log",
+                             "opencode", "otel-genai", "pi"]
     assert [f.kind for f in formats()] == list(names)
     assert all(get_format(k).kind == k for k in names)
     assert [f.kind for f in formats() if f.folder] == ["gh-aw"]

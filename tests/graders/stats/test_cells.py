@@ -138,8 +138,8 @@ def test_shift(days: int) -> None:
 
 
 def test_rows_do_not_depend_on_how_many_draws_are_held_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Bootstrap and permutation draws are chunked to bound memory; a chunk of a few rows gives
-    the same draws in the same order, so the same bytes, as one chunk of all."""
+    """Permutation draws are chunked to bound memory; a chunk of a few rows gives the same draws
+    in the same order, so the same bytes, as one chunk of all."""
     import graders.stats.estimators as est
 
     rng = random.Random(7)
@@ -153,11 +153,21 @@ def test_rows_do_not_depend_on_how_many_draws_are_held_at_once(monkeypatch: pyte
     end = shift("2026-10-01", 34)
 
     def rows() -> list[dict[str, object]]:
-        return [*stats_rows("wf", "g", daily, [end], reps=301), regression_row("wf", "g", daily, end, reps=301,
-                                                                             permutations=999)]
+        return [*stats_rows("wf", "g", daily, [end]), regression_row("wf", "g", daily, end, permutations=999)]
 
     monkeypatch.setattr(est, "CHUNK", 10**9)
     whole = rows()
     monkeypatch.setattr(est, "CHUNK", 1000)  # a few rows of draws at a time
     assert rows() == whole
     assert whole[-1]["p_value"] is not None and whole[2]["pass_k"] and whole[2]["ci_low"] is not None
+
+
+def test_pass_k_of_one_run_per_task_is_wilsons_interval_of_the_tasks() -> None:
+    """Each task's estimate 0 or 1: the effective size is the task count, and the interval is
+    Wilson's for 7 passes in 10 trials (Wilson 1927: [0.3968, 0.8922])."""
+    acc = CellAcc()
+    for i in range(10):
+        acc.add(Observation(f"t{i}", float(i < 7), i < 7, "pass" if i < 7 else "fail"))
+    (entry,) = stats_rows("wf", "g", {"2026-11-01": acc}, ["2026-11-01"], windows=(1,))[0]["pass_k"]
+    assert (entry["k"], entry["value"], entry["tasks"]) == (1, 0.7, 10)
+    assert (round(entry["low"], 4), round(entry["high"], 4)) == (0.3968, 0.8922)
