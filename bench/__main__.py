@@ -20,7 +20,7 @@ from bench.targets import all_met, judge
 
 # "trajectory" and "inline_js" come from other branches; absent modules are skipped with a note.
 PARTS: tuple[str, ...] = ("startup", "core", "pipeline", "memory", "trajectory", "inline_js", "tiers", "stats",
-                          "fixedcost", "dask")
+                          "fixedcost", "dask", "remote")
 
 
 def main(argv: list[str] | None = None) -> int:

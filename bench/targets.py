@@ -84,6 +84,10 @@ TARGETS = (
     Target("stats-coverage", "target: interval coverage, every interval", 0.96, at_most=True, low=0.94),
     Target("stats-power", "target: power / before, 0.5, 1 and 2 SD drops", 1.0, at_most=False),
     Target("stats-changepoint", "target: change-point error / before, every drop", 1.0, at_most=True),
+    # Issue 39, object storage (bench/remote.py): a bucket 30 ms away costs at most 30% more wall
+    # time than one on loopback, and reading a fleet takes at most 1.3 requests per file read.
+    Target("remote-latency", "target: gs:// wall at 30 ms / at 0 ms", 1.3, at_most=True),
+    Target("remote-requests", "target: gs:// input requests per file read", 1.3, at_most=True),
 )
 
 

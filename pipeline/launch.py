@@ -34,6 +34,13 @@ def configure_logging(level: str) -> None:
     # Its warnings are a cluster's housekeeping ("worker process still alive after 4.0 seconds").
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
     os.environ.setdefault("DASK_LOGGING__FLEETGRADE", level.lower())
+    logging.getLogger("apache_beam.utils.retry").addFilter(_no_traceback)
+
+
+def _no_traceback(record: logging.LogRecord) -> bool:
+    """Beam's retry logger says each retry with its traceback: the line is enough."""
+    record.exc_info, record.exc_text, record.stack_info = None, None, None
+    return True
 
 
 def beam_options(args: argparse.Namespace) -> PipelineOptions:

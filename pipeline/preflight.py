@@ -19,7 +19,7 @@ from graders.formats import SNIFF_BYTES, sniff
 from graders.runs.layout import SNIFFED_SUFFIXES, run_root_of, session_root_of
 from graders.runs.runfiles import DIR, sorted_entries, split_entry
 from pipeline.errors import UsageError, literal_path
-from transforms.gcs import use_emulator_if_configured
+from transforms.gcs import NoCredentials, credentials, use_emulator_if_configured
 
 if TYPE_CHECKING:
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -81,6 +81,16 @@ def check_output(output: str, options: PipelineOptions | None = None) -> str:
     except OSError as exc:
         raise UsageError(f"--output is not writable: {exc.strerror or exc}", str(probe)) from exc
     return f"output {output} writable"
+
+
+def check_credentials() -> str:
+    """Google credentials for gs://, looked up once, up front, with no retries: a missing one is
+    one line saying how to provide it (Beam's own lookup retries for minutes, with tracebacks)."""
+    try:
+        credentials()
+    except NoCredentials as exc:
+        raise UsageError(str(exc)) from exc
+    return "gs:// credentials"
 
 
 def _gcs_io(options: PipelineOptions | None) -> Any:
@@ -154,6 +164,8 @@ def check_places(input_base: str, output: str, allow_empty: bool,
     needed, so those mistakes are reported at once), the ``gs://`` ones with Beam's options."""
     remote = options is not None
     checked = []
+    if remote and (is_gcs(output) or is_gcs(input_base)):  # after Beam's options, before its first request
+        checked.append(check_credentials())
     if is_gcs(output) == remote:
         checked.append(check_output(output, options))
     if is_gcs(input_base) == remote:

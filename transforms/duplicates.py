@@ -47,7 +47,8 @@ from graders.runs.runfiles import memory_run_files
 from graders.runs.runmeta import AW_INFO_PATHS, determine_run_meta
 from graders.tables.rows import dead_letter_row
 from graders.tables.state import listing_digest
-from transforms.beamfiles import beam_run_files, join
+from transforms.ahead import Ahead, windowed
+from transforms.beamfiles import beam_run_files, join, pool, read_if_exists, store_for
 from transforms.discover import hint_path, list_run
 from transforms.incremental import RunToGrade
 from transforms.prepare import DEAD, DEAD_STATE, PrepareRun, RunToRead
@@ -61,9 +62,10 @@ def _read_small(path: str) -> bytes | None:
     """A file's bytes, or None when it is absent, unreadable or over the size limit (then the
     run is prepared alone, and preparing it reports the problem)."""
     try:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-            data: bytes = fh.read(MAX_FILE_SIZE + 1)
-    except Exception:  # absent (the common case for layout-only runs) or unreadable
+        data = read_if_exists(path, MAX_FILE_SIZE + 1, of_a_run=True)  # one request on an object store
+    except Exception:  # unreadable
+        return None
+    if data is None:  # absent (the common case for layout-only runs)
         return None
     return data if len(data) <= MAX_FILE_SIZE else None
 
@@ -107,6 +109,12 @@ def session_claims(base: str, root_rel: str) -> list[SessionClaim] | None:
         return []
 
 
+def identify(base: str, root_rel: str) -> tuple[list[SessionClaim] | None, tuple[Identity, str] | None]:
+    """(the claims of a folder of session files, None) or (None, a run folder's identity or None)."""
+    claims = session_claims(base, root_rel)
+    return (claims, None) if claims is not None else (None, run_identity(base, root_rel))
+
+
 def content_digest(base: str, root_rel: str) -> str:
     """SHA-256 of a run folder's file names, sizes and bytes: equal for byte-identical copies
     wherever they are (modification times are not compared)."""
@@ -148,20 +156,40 @@ _MEMBER_ENCODER: Final = msgspec.msgpack.Encoder()
 _MEMBER_DECODER: Final = msgspec.msgpack.Decoder(Member)
 
 
+# Runs whose identity is read ahead on an object store, while an earlier one is keyed.
+IDENTITIES_AHEAD: Final = 16
+
+
 class _KeyByIdentity(beam.DoFn):
     def __init__(self, base: str) -> None:
         self.base = base
 
-    def process(self, run: RunToGrade, kept: Any) -> Iterator[tuple[Any, bytes]]:
+    def setup(self) -> None:
+        remote = store_for(self.base) is not None
+        self._ahead: Ahead[RunToGrade] = Ahead(IDENTITIES_AHEAD if remote else 0, self._start)
+
+    def _start(self, run: RunToGrade) -> Any:
+        return pool().submit(identify, self.base, run[0]) if self._ahead.depth else None
+
+    def process(self, run: RunToGrade, kept: Any, timestamp: Any = beam.DoFn.TimestampParam,
+                window: Any = beam.DoFn.WindowParam) -> Iterator[tuple[Any, bytes]]:
         """``kept``: identity → roots, Beam's multimap side input (looked up one key at a time)."""
-        claims = session_claims(self.base, run[0])
+        self._kept = kept
+        for ready, work in self._ahead.push(run, timestamp, window):
+            yield from self._key(ready, work, kept)
+
+    def finish_bundle(self) -> Any:
+        return [windowed(out, ts, window) for run, work, ts, window in self._ahead.drain()
+                for out in self._key(run, work, self._kept)] or None
+
+    def _key(self, run: RunToGrade, work: Any, kept: Any) -> Iterator[tuple[Any, bytes]]:
+        claims, found = work.result() if work is not None else identify(self.base, run[0])
         if claims is not None:  # the folder is prepared whole; each session claims its identity
             yield ("", run[0], 0), _MEMBER_ENCODER.encode(("own", None, run, [], "", ""))
             for c in claims:
                 ident = (c.meta.workflow, c.meta.run_id, c.meta.attempt)
                 yield ident, _MEMBER_ENCODER.encode(("session", c.meta.date, run, list(kept[ident]), c.path, c.digest))
             return
-        found = run_identity(self.base, run[0])
         if found is None:  # a key of its own: it meets no other input
             yield ("", run[0], 0), _MEMBER_ENCODER.encode(("own", None, run, [], "", ""))
         else:

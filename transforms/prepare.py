@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -15,10 +15,12 @@ from graders.prepare import PreparedRun, prepare_run
 from graders.prepare_sessions import NotASession, SessionFailure, prepare_sessions
 from graders.runs.layout import SESSION_SUFFIXES, layout_hints
 from graders.runs.runfiles import RunFiles
+from graders.runs.storage import PREFETCH_RUNS, RunReader, hint_path, list_run, run_files
 from graders.tables.rows import dead_letter_row
 from graders.tables.state import listing_digest, listing_fingerprint
-from transforms.beamfiles import beam_run_files, join
-from transforms.discover import RunListing, hint_path, list_run
+from transforms.ahead import Ahead, windowed
+from transforms.beamfiles import join, reader_for, store_for
+from transforms.discover import RunListing
 from transforms.heap import tune_gc, tune_heap
 from transforms.progress import DISCOVERED, DONE, Tally
 
@@ -82,11 +84,45 @@ class PrepareRun(beam.DoFn):
         tune_heap()  # a worker: its heap must not grow with the runs it has read
         tune_gc()  # nor its start-up objects, or a run's while it is graded, be walked by collections
         self._tally = Tally("prepare")  # the job's progress line (transforms/progress.py)
+        # On an object store, the next runs of the bundle are listed and fetched while one is
+        # read (graders/runs/storage.py RunReader): they wait here, at most PREFETCH_RUNS of them.
+        self._reader: RunReader | None = reader_for(self.base)
+        self._ahead: Ahead[RunToRead] = Ahead(PREFETCH_RUNS, self._submit)
 
-    def finish_bundle(self) -> None:
+    def _submit(self, element: RunToRead) -> None:
+        if self._reader is not None:
+            self._reader.submit(self.base, element[0])  # listed and fetched from now on
+
+    def finish_bundle(self) -> Iterable[Any] | None:
+        out = [windowed(value, ts, window) for element, _, ts, window in self._ahead.drain()
+               for value in self.prepare(element)]
         self._tally.flush()
+        return out or None
 
-    def process(self, element: RunToRead) -> Iterator[Any]:
+    def process(self, element: RunToRead, timestamp: Any = beam.DoFn.TimestampParam,
+                window: Any = beam.DoFn.WindowParam) -> Iterator[Any]:
+        if self._reader is None or not isinstance(element[1], bytes):
+            yield from self.prepare(element)
+            return
+        for ready, _ in self._ahead.push(element, timestamp, window):
+            yield from self.prepare(ready)
+
+    def prepare(self, element: RunToRead) -> Iterator[Any]:
+        """One run: its PreparedRun(s), or its dead letter."""
+        root = join(self.base, element[0])
+        try:
+            yield from self._prepare(element)
+        finally:
+            if self._reader is not None:
+                self._reader.release(root)  # what it did not read gives its bytes back
+
+    def _list(self, root_rel: str) -> list[Any]:
+        """The run listed again now: by the reader (with each object's generation) on an object store."""
+        if self._reader is not None:
+            return self._reader.listing(self.base, root_rel)
+        return list_run(self.base, root_rel, store_for(self.base))
+
+    def _prepare(self, element: RunToRead) -> Iterator[Any]:
         self._tally.add(DONE)
         # From the incremental decision, the run is listed again here and graded as it is now.
         root_rel = element[0]
@@ -99,8 +135,8 @@ class PrepareRun(beam.DoFn):
         # OSError…), the run is a dead letter and the job goes on.
         try:
             if isinstance(element[1], bytes):
-                listing = list_run(self.base, root_rel)
-                digest = listing_digest(listing)
+                listing = self._list(root_rel)
+                digest = listing_digest(entry[:3] for entry in listing)
                 if listing_fingerprint(digest) != element[1]:
                     # Still being written, or rewritten, since discovery: its state records the
                     # listing read here, so the next run sees it unchanged only if it is.
@@ -112,7 +148,7 @@ class PrepareRun(beam.DoFn):
             if not listing:
                 raise FileNotFoundError(f"{root}: the run folder has no files any more "
                                         "(it had when discovered)")
-            files = beam_run_files(root, listing)
+            files = run_files(root, listing, self._reader)
             if holds_sessions(files):  # a folder of session files: a run per session (graders/formats)
                 # Read and graded one file at a time (each file's failure is its own): never all held.
                 sessions = prepare_sessions(files, hint_path(self.base, root_rel))
@@ -168,3 +204,4 @@ class PrepareRun(beam.DoFn):
             item.previous = previous
             item.listing_digest = digest
             yield item
+

@@ -38,7 +38,16 @@ from graders.tables.paths import PART_NAME, parse_partition, partition_file, tab
 from graders.tables.state import Drop
 from schemas.state_table import STATE_TABLE
 from schemas.tables import SPECS, Replace
-from transforms.beamfiles import join
+from transforms.ahead import Ahead, windowed
+from transforms.beamfiles import (
+    delete_file,
+    delete_files,
+    join,
+    pool,
+    rename_files,
+    scheme,
+    write_file,
+)
 from transforms.heap import tune_heap
 from transforms.incremental import read_stored
 from transforms.output_lock import STAGING, check_holder, refuse_links
@@ -68,6 +77,9 @@ def _key_drop(drop: Drop) -> tuple[PartitionKey, tuple[Any, ...]]:
     return (table, workflow, date), ident
 
 
+PARTITIONS_AHEAD = 8  # partitions read ahead of the one being merged, on an object store
+
+
 class _WritePartition(beam.DoFn):
     def __init__(self, output: str, staging: str) -> None:
         self.output = output
@@ -79,8 +91,18 @@ class _WritePartition(beam.DoFn):
 
     def setup(self) -> None:
         tune_heap()  # a worker that only writes decodes and encodes partitions with Arrow too
+        # On GCS the next partitions' reads run ahead and their uploads behind (transforms/ahead.py).
+        self._remote = scheme(self.output) == "gs"
+        self._ahead: Ahead[tuple[PartitionKey, Iterable[Any]]] = Ahead(PARTITIONS_AHEAD if self._remote else 0,
+                                                                       self._start)
+        self._uploads: list[Any] = []
 
-    def process(self, kv: tuple[PartitionKey, Iterable[Any]]) -> Iterator[Action]:
+    def _start(self, kv: tuple[PartitionKey, Iterable[Any]]) -> Any:
+        return pool().submit(self._read, kv) if self._remote else None
+
+    def _read(self, kv: tuple[PartitionKey, Iterable[Any]],
+              ) -> tuple[list[Any], set[tuple[Any, ...]], bytes | DamagedOutput | None]:
+        """A partition's new rows, its rows to drop, and its stored file (if any)."""
         (table, workflow, date), values = kv
         refs: list[bytes] = []
         drops: set[tuple[Any, ...]] = set()
@@ -90,17 +112,40 @@ class _WritePartition(beam.DoFn):
             else:
                 drops.add(tuple(value))
         new_rows = list(read_chunks(self.staging, table, refs))
-        rel = partition_file(table, workflow, date)
-        stored, existing = None, None
         try:
-            existing = read_stored(join(self.output, rel))
+            existing: bytes | DamagedOutput | None = read_stored(join(self.output, partition_file(table, workflow, date)))
+        except DamagedOutput as exc:  # no regular file: never opened (a FIFO blocked the job)
+            existing = exc
+        return new_rows, drops, existing
+
+    def process(self, kv: tuple[PartitionKey, Iterable[Any]], timestamp: Any = beam.DoFn.TimestampParam,
+                window: Any = beam.DoFn.WindowParam) -> Iterator[Action]:
+        for ready, work in self._ahead.push(kv, timestamp, window):
+            yield from self._write(ready, work)
+
+    def finish_bundle(self) -> Any:
+        out = [windowed(action, ts, window) for kv, work, ts, window in self._ahead.drain()
+               for action in self._write(kv, work)]
+        uploads, self._uploads = self._uploads, []
+        for upload in uploads:  # the bundle is done once every file it staged is written
+            upload.result()
+        return out or None
+
+    def _write(self, kv: tuple[PartitionKey, Iterable[Any]], work: Any) -> Iterator[Action]:
+        (table, workflow, date), _ = kv
+        new_rows, drops, existing = work.result() if work is not None else self._read(kv)
+        rel = partition_file(table, workflow, date)
+        stored = None
+        try:
+            if isinstance(existing, DamagedOutput):
+                raise existing
             if existing is not None and SPECS[table].replace is not Replace.TABLE:  # TABLE: recomputed whole
                 stored = decode_table(table, existing, join(self.output, rel))
         except DamagedOutput as exc:
             # Its rows are lost: rewritten from this job's, and the runs it held regraded (commit).
             LOG.warning("%s; rewritten from this job's rows, and the runs it held are regraded", exc)
             self.damaged.inc()
-            existing = existing or b""  # replaced (or deleted) whatever it is
+            existing = existing if isinstance(existing, bytes) else b""  # replaced (or deleted) whatever it is
             yield DAMAGED, rel
         rows = partition_rows(SPECS[table], new_rows, stored, drops)
         if not rows:
@@ -112,8 +157,10 @@ class _WritePartition(beam.DoFn):
             self.unchanged.inc()
             yield "keep", rel
             return
-        with FileSystems.create(join(self.staging, rel)) as fh:
-            fh.write(data)
+        if self._remote:
+            self._uploads.append(pool().submit(write_file, join(self.staging, rel), data))
+        else:
+            write_file(join(self.staging, rel), data)
         self.files.inc()
         self.rows.inc(len(rows))
         yield "write", rel
@@ -167,8 +214,8 @@ def delete_tree(root: str) -> None:
     """Delete a folder and its files (object stores have no folders, only prefixes)."""
     files = _files_under(root)
     if files:
-        FileSystems.delete(files)
-    if FileSystems.exists(root):  # local folders remain once their files are gone
+        delete_files(files)
+    if "://" not in root and FileSystems.exists(root):  # local folders remain once their files are gone
         FileSystems.delete([root])
 
 
@@ -257,12 +304,19 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
         actions = mark_damaged(actions, output, staging)
     fault = _Fault()
     ordered = []
+    remote = scheme(output) == "gs"
+    # On GCS one listing of the staging folder, not a request per staged file.
+    staged = set(_files_under(staging)) if remote else None
+
+    def is_staged(path: str) -> bool:
+        return path in staged if staged is not None else FileSystems.exists(path)
+
     # Every staged file is checked before the first one moves: staging removed under a job
     # (its lock lost) fails the commit whole, not after some partitions.
     for action, rel in sorted(actions, key=lambda a: (a[1].startswith("_state"), a[1], a[0])):
         if action == DAMAGED:
             continue
-        if action == "write" and not FileSystems.exists(join(staging, rel)):
+        if action == "write" and not is_staged(join(staging, rel)):
             if FileSystems.exists(join(output, rel)):  # already committed by an earlier attempt
                 continue
             raise FileNotFoundError(f"staged partition file missing: {join(staging, rel)}")
@@ -275,8 +329,8 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
     # Nothing moves or goes unless every place it touches is inside the output, links resolved.
     refuse_links(output, [join(output, rel) for _, rel in ordered] + [p for ps in others.values() for p in ps]
                  + unproduced)
-    committed = []
-    for action, rel in ordered:
+    committed = _commit_concurrently(ordered, output, staging, others) if remote else []
+    for action, rel in [] if remote else ordered:
         dst = join(output, rel)
         if action == "write":
             src = join(staging, rel)
@@ -296,11 +350,28 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
             _remove_empty_dirs(_parent(dst), output)
             committed.append(rel)
         fault.tick()
+    delete_files(unproduced)
     for path in unproduced:
-        FileSystems.delete([path])
         _remove_empty_dirs(_parent(path), output)
     _drop_staging(output, staging)
     LOG.info("committed %d partition file(s) under %s", len(committed), output)
+    return committed
+
+
+def _commit_concurrently(ordered: list[Action], output: str, staging: str,
+                         others: dict[str, list[str]]) -> list[str]:
+    """``commit``'s moves and deletes on an object store: the partitions concurrently (each
+    one object replaced at once), every ``_state`` file after all of them."""
+    committed: list[str] = []
+    for last in (False, True):
+        group = [(action, rel) for action, rel in ordered if rel.startswith("_state") == last]
+        writes = [rel for action, rel in group if action == "write"]
+        rename_files([(join(staging, rel), join(output, rel)) for rel in writes])
+        # Any other file in a partition is from an older writer: the partition is now ours.
+        delete_files([path for rel in writes for path in others.get(_parent(join(output, rel)), [])])
+        deletes = [rel for action, rel in group if action == "delete"]
+        found = list(pool().map(lambda rel: delete_file(join(output, rel)), deletes))
+        committed += writes + [rel for rel, was in zip(deletes, found, strict=True) if was]
     return committed
 
 

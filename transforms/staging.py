@@ -16,12 +16,14 @@ table's buffers were full (make bench memory).
 
 from __future__ import annotations
 
+import functools
 import pickle
 import struct
 import threading
 import uuid
 import zlib
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import apache_beam as beam
@@ -30,7 +32,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.beamfiles import join
+from transforms.beamfiles import join, pool, read_if_exists, scheme, write_file
 
 PartitionKey = tuple[str, str | None, str | None]
 # A reference to one partition's packed chunks in one staged shard file: the shard's 16-byte id
@@ -45,6 +47,7 @@ SHARDS = "_shards"  # under the job's staging folder; no table has this name
 CHUNK_ROWS = 64  # rows of one partition packed together: ~10x compression, bounded memory
 PENDING_ROWS = 1024  # rows waiting unpacked, over every StageRows of a process
 PACKED_BYTES = 1 << 20  # packed chunks waiting to be written, over every StageRows of a process
+UPLOADS_AHEAD = 8  # shards uploading at once on an object store (their bytes count beside PACKED_BYTES)
 
 
 def chunk_ref(shard: bytes, spans: list[tuple[int, int]]) -> ChunkRef:
@@ -69,10 +72,25 @@ def read_chunks(staging: str, table: str, refs: Iterable[ChunkRef]) -> Iterator[
         by_shard.setdefault(shard, []).extend(spans)
     for shard in sorted(by_shard):
         path = shard_path(staging, table, shard)
+        if scheme(path) == "gs":  # one request for the shard (~1 MiB), not one per chunk
+            data = _shard(path)
+            for offset, length in sorted(by_shard[shard]):
+                yield from pickle.loads(zlib.decompress(data[offset : offset + length]))
+            continue
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as fh:
             for offset, length in sorted(by_shard[shard]):
                 fh.seek(offset)
                 yield from pickle.loads(zlib.decompress(fh.read(length)))
+
+
+@functools.lru_cache(maxsize=16)
+def _shard(path: str) -> bytes:
+    """A staged shard on an object store, kept for the next partitions that read it (a shard holds
+    chunks of many partitions; shards are never rewritten, their names are new)."""
+    data = read_if_exists(path)
+    if data is None:
+        raise FileNotFoundError(f"{path}: staged shard missing")
+    return data
 
 
 def _pack(rows: list[dict[str, Any]]) -> bytes:
@@ -91,6 +109,7 @@ class _Held:
         # References of chunks written while this StageRows was not running (by the budget,
         # from another StageRows's step); it outputs them at its next element or bundle end.
         self.ready: list[tuple[PartitionKey, ChunkRef]] = []
+        self.uploads: list[Future[None]] = []  # its shards being uploaded (object stores)
 
 
 class StagingBudget:
@@ -108,6 +127,7 @@ class StagingBudget:
         self.holders: list[_Held] = []
         self.rows = 0
         self.bytes = 0
+        self.uploads: list[Future[None]] = []  # shards being uploaded, at most UPLOADS_AHEAD
 
     def enter(self, held: _Held) -> None:
         self.holders.append(held)
@@ -160,12 +180,18 @@ class StagingBudget:
         # holds a few rows, and a reference per chunk made the shuffle grow with the rows.
         spans: dict[PartitionKey, list[tuple[int, int]]] = {}
         offset = 0
-        with FileSystems.create(shard_path(held.staging, held.table, shard),
-                                compression_type=CompressionTypes.UNCOMPRESSED) as fh:
-            for key, data in held.chunks:
-                fh.write(data)
-                spans.setdefault(key, []).append((offset, len(data)))
-                offset += len(data)
+        for key, data in held.chunks:
+            spans.setdefault(key, []).append((offset, len(data)))
+            offset += len(data)
+        path, data = shard_path(held.staging, held.table, shard), b"".join(data for _, data in held.chunks)
+        if scheme(path) == "gs":  # uploaded behind; the holder's bundle ends once its shards are written
+            while len(self.uploads) >= UPLOADS_AHEAD:
+                self.uploads.pop(0).result()
+            upload = pool().submit(write_file, path, data)
+            self.uploads.append(upload)
+            held.uploads.append(upload)
+        else:
+            write_file(path, data)
         self.bytes -= held.size
         held.chunks, held.size = [], 0
         held.ready += [(key, chunk_ref(shard, s)) for key, s in spans.items()]
@@ -215,6 +241,9 @@ class StageRows(beam.DoFn):
             self.budget.write(held)
             self.budget.leave(held)
             ready, held.ready = held.ready, []
+            uploads, held.uploads = held.uploads, []
+        for upload in uploads:  # every shard its references name is written before they leave
+            upload.result()
         for ref in ready:
             yield GlobalWindows.windowed_value(ref)
 

@@ -1,9 +1,9 @@
 """A run's artifact tree, independent of where it is stored.
 
 Preprocessing sees a run as a listing (relative path -> size) and a way to open a file.
-The local filesystem implementation lives here; the Beam ``FileSystems`` one (local and
-``gs://``) lives in ``transforms/``. Keeping the grading core free of Beam lets the CLI,
-the tests and the pipeline share one preprocessing path.
+The local filesystem implementation lives here; an object store's (``gs://``) is
+``graders/runs/storage.py``'s reader over a store the edge (``transforms/``) provides. Keeping
+the grading core free of Beam lets the CLI, the tests and the pipeline share one preprocessing path.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from pipeline.stats_read import read_rows, recompute_regressions
 from tests.conftest import REPO
 from tests.helpers.demo import CHANGE_DATE, demo_root
 from tests.pipeline.stats_fleet import SHIFT_DATE, shifted_output
-from tests.pipeline.test_gcs import BUCKET, client, gcs_server
+from tests.pipeline.test_gcs import BUCKET, client, gcs_proxy, gcs_server  # noqa: F401 (fixtures)
 
 __all__ = ["demo_root", "gcs_server", "shifted_output"]  # the fixtures
 FLEETGRADE = Path(sys.executable).parent / "fleetgrade"

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import REPO
-from tests.pipeline.test_gcs import BUCKET, client, gcs_server  # noqa: F401 (a fixture)
+from tests.pipeline.test_gcs import BUCKET, client, gcs_proxy, gcs_server  # noqa: F401 (fixtures)
 
 EXE = Path(sys.executable).parent / "fleetgrade"
 RUN = REPO / "examples" / "fleet" / "ci-doctor" / "run-7100403"

@@ -1,6 +1,7 @@
 """`fleetgrade run` from gs:// to gs:// against a real GCS JSON API server on loopback.
 
-The server is gcp-storage-emulator, started on a free port; the storage layer is not mocked.
+The server is fake-gcs-server behind a proxy that can hold each request (tools/gcs_server.py), on
+free loopback ports; the storage layer is not mocked.
 """
 
 from __future__ import annotations
@@ -8,11 +9,10 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -20,46 +20,43 @@ import pytest
 
 from pipeline.cli import main
 from tests.conftest import REPO
+from tools.gcs_server import Proxy, free_port, kind, serve
 
 FLEET = REPO / "examples" / "fleet"
 BUCKET = "fleet-bucket"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# Every gs:// test runs against the server on loopback as it is, and with 30 ms held on each
+# request, as a bucket in another zone would (issue 39).
+LATENCIES_MS = (0, 30)
+
+
+@pytest.fixture(scope="module", params=LATENCIES_MS, ids=[f"{ms}ms" for ms in LATENCIES_MS])
+def gcs_proxy(request: pytest.FixtureRequest) -> Iterator[tuple[str, Proxy]]:
+    """fake-gcs-server (tools/gcs_server.py) behind the latency proxy; STORAGE_EMULATOR_HOST names it."""
+    with serve((BUCKET,), latency=request.param / 1000) as (url, proxy):
+        old = os.environ.get("STORAGE_EMULATOR_HOST")
+        os.environ["STORAGE_EMULATOR_HOST"] = url
+        try:
+            yield url, proxy
+        finally:
+            if old is None:
+                os.environ.pop("STORAGE_EMULATOR_HOST", None)
+            else:
+                os.environ["STORAGE_EMULATOR_HOST"] = old
 
 
 @pytest.fixture(scope="module")
-def gcs_server() -> Iterator[str]:
-    port = free_port()
-    exe = Path(sys.executable).parent / "gcp-storage-emulator"
-    cmd = [str(exe) if exe.exists() else shutil.which("gcp-storage-emulator") or "gcp-storage-emulator",
-           "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "--default-bucket", BUCKET, "-q"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    host = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        pytest.fail("gcp-storage-emulator did not start")
-    old = os.environ.get("STORAGE_EMULATOR_HOST")
-    os.environ["STORAGE_EMULATOR_HOST"] = host
-    try:
-        yield host
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if old is None:
-            os.environ.pop("STORAGE_EMULATOR_HOST", None)
-        else:
-            os.environ["STORAGE_EMULATOR_HOST"] = old
+def gcs_server(gcs_proxy: tuple[str, Proxy]) -> str:
+    return gcs_proxy[0]
+
+
+def upload_tree(root: Path, prefix: str, bucket_name: str = BUCKET) -> None:
+    bucket = client().bucket(bucket_name)
+    files = [p for p in sorted(root.rglob("*")) if p.is_file()]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda p: bucket.blob(f"{prefix}/{p.relative_to(root).as_posix()}").upload_from_filename(str(p)),
+                      files))
 
 
 def client():  # type: ignore[no-untyped-def]
@@ -72,9 +69,7 @@ def client():  # type: ignore[no-untyped-def]
 def test_run_gs_to_gs(gcs_server, tmp_path):
     c = client()
     bucket = c.bucket(BUCKET)
-    for path in sorted(FLEET.rglob("*")):
-        if path.is_file():
-            bucket.blob(f"fleet/{path.relative_to(FLEET).as_posix()}").upload_from_filename(str(path))
+    upload_tree(FLEET, "fleet")
 
     assert main(["run", "--input", f"gs://{BUCKET}/fleet", "--output", f"gs://{BUCKET}/graded",
                  "--log-level", "WARNING"]) == 0
@@ -111,9 +106,7 @@ def test_regrade_gs_to_gs(gcs_server, tmp_path):
     local_fleet = tmp_path / "fleet"
     for run in sorted((FLEET / "daily-file-diet").glob("run-71002*")):
         shutil.copytree(run, local_fleet / "daily-file-diet" / run.name)
-    for path in sorted(local_fleet.rglob("*")):
-        if path.is_file():
-            bucket.blob(f"regrade-fleet/{path.relative_to(local_fleet).as_posix()}").upload_from_filename(str(path))
+    upload_tree(local_fleet, "regrade-fleet")
     flags = ["--evidence-at", "2026-12-01T00:00:00Z", "--log-level", "WARNING"]
     assert main(["regrade", "--input", f"gs://{BUCKET}/regrade-fleet", "--output", f"gs://{BUCKET}/regraded",
                  *flags]) == 0
@@ -125,3 +118,76 @@ def test_regrade_gs_to_gs(gcs_server, tmp_path):
     assert expected and all(n.startswith("observations/") for n in expected)
     for name in names:
         assert bucket.blob(name).download_as_bytes() == (local / name.removeprefix("regraded/")).read_bytes()
+
+
+def test_gs_without_credentials_is_one_line_naming_how_to_provide_them(tmp_path):
+    """Issue 42: no Application Default Credentials, no emulator and the metadata server unreachable
+    (pointed at a closed loopback port, so nothing leaves the machine): one line saying how to
+    authenticate, at once (no retried lookup, no Beam traceback)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT")}
+    closed = f"127.0.0.1:{free_port()}"
+    env.update(HOME=str(tmp_path), CLOUDSDK_CONFIG=str(tmp_path / "gcloud"), GCE_METADATA_HOST=closed,
+               GCE_METADATA_IP=closed)
+    exe = Path(sys.executable).parent / "fleetgrade"
+    for args in (["--input", "gs://no-credentials-bucket/fleet", "--output", str(tmp_path / "out")],
+                 ["--input", str(FLEET), "--output", "gs://no-credentials-bucket/graded"]):
+        proc = subprocess.run([str(exe), "run", *args], capture_output=True, text=True, env=env, timeout=90)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+        line = proc.stderr.strip()
+        assert line.startswith("fleetgrade run: no Google credentials found for gs://"), line
+        for way in ("gcloud auth application-default login", "GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST"):
+            assert way in line
+    assert not (tmp_path / "out").exists()
+
+
+class _Flaky:
+    """Every request answered 503 (a listing 429) the first time it is made; every download of
+    the broken run's files 503 always."""
+
+    def __init__(self, broken: str) -> None:
+        self.broken = broken
+        self.seen: set[tuple[str, str]] = set()
+        self.injected = 0
+
+    def __call__(self, method: str, path: str) -> int | None:
+        if self.broken in path and kind(method, path) == "media":
+            self.injected += 1
+            return 503
+        if (method, path) in self.seen:
+            return None
+        self.seen.add((method, path))
+        self.injected += 1
+        return 429 if kind(method, path) == "list" else 503
+
+
+def test_429_and_503_are_retried_and_an_unreadable_run_is_its_own_dead_letter(tmp_path, monkeypatch):
+    """Issue 39: every request fails once (429 or 503) and is retried with back-off; the files of
+    one run keep failing, so that run is a dead letter naming the object after its retries, and
+    the job grades the others as it would without faults."""
+    fleet = tmp_path / "fleet"
+    runs = sorted((FLEET / "ci-doctor").glob("run-7*"))[:3]
+    for run in runs:
+        shutil.copytree(run, fleet / "ci-doctor" / run.name)
+    broken = runs[1].name
+    flaky = _Flaky(f"%2F{broken}%2F")
+    monkeypatch.setenv("FLEETGRADE_GCS_RETRY_SECONDS", "4")
+    with serve((BUCKET,), fault=flaky) as (url, _):
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
+        upload_tree(fleet, "flaky-fleet")
+        flaky.seen.clear()
+        assert main(["run", "--input", f"gs://{BUCKET}/flaky-fleet", "--output", f"gs://{BUCKET}/flaky-out",
+                     "--log-level", "ERROR"]) == 0
+        tables = {}
+        for blob in client().list_blobs(BUCKET, prefix="flaky-out/"):
+            table = blob.name.split("/")[1]
+            tables.setdefault(table, []).append(pq.read_table(io.BytesIO(blob.download_as_bytes())))
+    assert flaky.injected > 50
+    graded = sorted(r["run_id"] for t in tables["runs"] for r in t.to_pylist())
+    assert graded == sorted(r.name.removeprefix("run-") for r in runs if r.name != broken)
+    [dead] = [r for t in tables["dead_letter"] for r in t.to_pylist()]
+    assert dead["input"] == f"gs://{BUCKET}/flaky-fleet/ci-doctor/{broken}"
+    assert dead["error_class"] == "StorageError"
+    assert f"gs://{BUCKET}/flaky-fleet/ci-doctor/{broken}/" in dead["message"]
+    assert dead["message"].endswith("still failing after retrying for 4 s (HTTP 503)"), dead["message"]

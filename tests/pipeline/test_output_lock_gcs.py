@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.racing import racing
-from tests.pipeline.test_gcs import BUCKET, FLEET, client, gcs_server  # noqa: F401 (a fixture)
+from tests.pipeline.test_gcs import BUCKET, FLEET, client, gcs_proxy, gcs_server  # noqa: F401 (fixtures)
 from tests.pipeline.test_output_lock_cli import LOCKED_LINE, dead_pid
 from transforms.output_lock import (
     LOCK_NAME,

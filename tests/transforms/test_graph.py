@@ -187,7 +187,7 @@ def test_a_listing_that_returns_to_a_left_folder_is_an_error(tmp_path):
     from transforms.discover import ListRuns
 
     order = ["wf/run-1/aw_info.json", "wf/run-2/aw_info.json", "wf/run-1/evals.jsonl"]
-    with patch("transforms.discover._local_entries", return_value=iter((rel, 1, 0.0) for rel in order)), \
+    with patch("transforms.discover._entries", return_value=iter((rel, 1, 0.0) for rel in order)), \
             pytest.raises(RuntimeError, match=r"not in order at wf/run-1/evals\.jsonl"):
         list(ListRuns().process(str(tmp_path)))
 

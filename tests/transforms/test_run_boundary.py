@@ -34,7 +34,7 @@ def _failing_prepare(files, run_root):
     return prepare_run(files, run_root)
 
 
-def _failing_list(base, root_rel):
+def _failing_list(base, root_rel, store=None):
     raise OSError(f"{base}/{root_rel}: listing failed")
 
 
