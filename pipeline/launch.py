@@ -32,8 +32,10 @@ def configure_logging(level: str) -> None:
     # Dask's scheduler and local workers set their loggers' levels from dask's config when
     # distributed is imported (later, by the dask runner), and their processes inherit this.
     # Its warnings are a cluster's housekeeping ("worker process still alive after 4.0 seconds").
+    # The level is set, not defaulted: an earlier in-process command's level must not outlive it (children
+    # inherit the environment, and a stale "warning" silenced their progress lines).
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")
-    os.environ.setdefault("DASK_LOGGING__FLEETGRADE", level.lower())
+    os.environ["DASK_LOGGING__FLEETGRADE"] = level.lower()
     logging.getLogger("apache_beam.utils.retry").addFilter(_no_traceback)
 
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from schemas.partitions import file_schema
 
-# pass^k over the tasks with at least k gated values, with a bootstrap-over-tasks interval.
+# pass^k over the tasks with at least k gated values, with Wilson's interval over tasks.
 PASS_K_INTERVAL = pa.struct([("k", pa.int32()), ("value", pa.float64()), ("low", pa.float64()),
                              ("high", pa.float64()), ("tasks", pa.int64())])
 

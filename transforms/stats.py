@@ -270,23 +270,22 @@ class _SeriesRows(beam.DoFn):
         if not jobs:
             return
         try:
-            rows, tests = series_rows(jobs)
+            batches = [series_rows(jobs)]
         except (ArithmeticError, ValueError):
             # The values were validated where they were graded (graders/stats/bounds.py); should a
             # series still fail, it alone loses its statistics, never the batch or the job.
-            rows, tests = [], []
+            batches = []
             for job in jobs:
                 try:
-                    one_rows, one_tests = series_rows([job])
+                    batches.append(series_rows([job]))
                 except (ArithmeticError, ValueError) as exc:
                     LOG.error("statistics of %r / %r not computed: %s: %s", job.workflow, job.grader_id,
                               type(exc).__name__, exc)
-                    continue
-                rows += one_rows
-                tests += one_tests
-        for row in rows:
-            row["fleetgrade_version"] = FLEETGRADE_VERSION
-            yield row
+        tests = [test for _, some in batches for test in some]
+        for rows, _ in batches:
+            for row in rows:
+                row["fleetgrade_version"] = FLEETGRADE_VERSION
+                yield row
         for test in tests:
             yield beam.pvalue.TaggedOutput(self.TESTS, test)
 

@@ -15,7 +15,7 @@ import pickle
 import sys
 import zlib
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -393,7 +393,7 @@ def stats_rows(workflow: str, grader_id: str, daily: Mapping[str, CellAcc], end_
     """``grader_stats`` rows of one (workflow, grader) for windows ending on ``end_dates``
     (each date that has values of its own)."""
     job = SeriesJob(workflow, grader_id, daily, tuple(end_dates), windows=tuple(windows))
-    return grader_stats_rows(Series([daily]), [job])
+    return list(grader_stats_rows(Series([daily]), [job]))
 
 
 def _regression_row(job: SeriesJob, columns: dict[str, Any]) -> dict[str, Any]:
@@ -417,9 +417,10 @@ def regression_row(workflow: str, grader_id: str, daily: Mapping[str, CellAcc], 
     return _regression_row(job, columns)
 
 
-def series_rows(jobs: Sequence[SeriesJob]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The ``grader_stats`` rows and the regression rows (before q-values) of a batch of series,
-    computed over one set of arrays (graders/stats/series.py)."""
+def series_rows(jobs: Sequence[SeriesJob]) -> tuple[Iterator[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``grader_stats`` rows (made as they are taken; the statistics are computed by the call)
+    and the regression rows (before q-values) of a batch of series, over one set of arrays
+    (graders/stats/series.py)."""
     series = Series([job.daily for job in jobs])
     tests = [_regression_row(job, columns) for job, columns in zip(jobs, regression_rows(series, jobs), strict=True)
              if columns is not None]

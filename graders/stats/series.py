@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -290,9 +290,10 @@ class Series:
             with np.errstate(divide="ignore", invalid="ignore"):
                 value = np.where(count > 0, _segment_sums(per_task, g_first, tasks) / count, np.nan)
                 spread = np.where(ok, per_task - value[np.repeat(np.arange(k), tasks)], 0.0)
-                # The plug-in variance of the tasks' mean, and no t: with one 0/1 estimate a task
-                # this is exactly Wilson's interval for a proportion of C trials.
-                var = _segment_sums(spread * spread, g_first, tasks) / (count * count.astype(np.float64))
+                # The unbiased variance of the tasks' mean, and no t (with one 0/1 estimate a task
+                # this is Wilson's interval for a proportion of C − 1 trials): the t adjustment
+                # over-covered here (docs/statistics.md).
+                var = _segment_sums(spread * spread, g_first, tasks) / (count * (count - 1.0))
             lo, hi = wilson_effective(value, var, runs.astype(np.float64), count, count.astype(np.float64),
                                       df_adjust=False)
             pass_k.append((value, lo, hi, count))
@@ -346,9 +347,10 @@ class SeriesJob:
     windows: tuple[int, ...] = (1, 7, 28)
 
 
-def grader_stats_rows(series: Series, jobs: Sequence[SeriesJob]) -> list[dict[str, Any]]:
+def grader_stats_rows(series: Series, jobs: Sequence[SeriesJob]) -> Iterator[dict[str, Any]]:
     """``grader_stats`` rows of every job's windows, job after job (``series`` holds their cells
-    in the same order)."""
+    in the same order). The statistics are computed now; the rows are made as they are taken, so
+    a batch never holds all of its rows (~8 KB each) at once."""
     spans, owners = [], []
     for s, job in enumerate(jobs):
         held = set(job.daily)
@@ -360,7 +362,7 @@ def grader_stats_rows(series: Series, jobs: Sequence[SeriesJob]) -> list[dict[st
                 spans.append((s, day - width + 1, day))
                 owners.append((s, end, width))
     if not spans:
-        return []
+        return iter(())
     w = series.windows(spans)
     two = (w.tasks >= 2).tolist()
     n, tasks, unavailable, error, gated, passed = (x.tolist() for x in (w.n, w.tasks, w.unavailable, w.error,
@@ -369,8 +371,15 @@ def grader_stats_rows(series: Series, jobs: Sequence[SeriesJob]) -> list[dict[st
     qs = [_rounded_all(q) for q in w.quantiles]
     pk = [(_rounded_all(value), _rounded_all(lo), _rounded_all(hi), count.tolist()) for value, lo, hi, count in w.pass_k]
     first_slot, end_slot = w.first_slot.tolist(), w.end_slot.tolist()
+    columns = (two, n, tasks, unavailable, error, gated, passed, mean, sd, se, ci_low, ci_high, qs, pk,
+               first_slot, end_slot)
+    return _stats_rows(series, jobs, spans, owners, columns)
+
+
+def _stats_rows(series: Series, jobs: Sequence[SeriesJob], spans: list[tuple[int, int, int]],
+                owners: list[tuple[int, str, int]], columns: tuple[Any, ...]) -> Iterator[dict[str, Any]]:
+    two, n, tasks, unavailable, error, gated, passed, mean, sd, se, ci_low, ci_high, qs, pk, first_slot, end_slot = columns
     starts: dict[int, str] = {}
-    rows = []
     for i, ((s, end, width), (_, first, _last)) in enumerate(zip(owners, spans, strict=True)):
         job = jobs[s]
         direction, unit = series.direction_unit(s, first_slot[i], end_slot[i])
@@ -387,7 +396,7 @@ def grader_stats_rows(series: Series, jobs: Sequence[SeriesJob]) -> list[dict[st
                     pass_k.append({"k": kk, "value": value[i], "low": lo[i] if c >= 2 else None,
                                    "high": hi[i] if c >= 2 else None, "tasks": c})
         ok = two[i]
-        rows.append({
+        yield {
             "workflow": job.workflow, "date": end, "grader_id": job.grader_id,
             "window_days": width, "start_date": start,
             "unit": unit or None, "direction": direction or None,
@@ -399,8 +408,7 @@ def grader_stats_rows(series: Series, jobs: Sequence[SeriesJob]) -> list[dict[st
             "pass_rate": rounded(p / g) if g else None,
             "pass_low": rounded(wilson[0]) if wilson else None, "pass_high": rounded(wilson[1]) if wilson else None,
             "pass_k": pass_k,
-        })
-    return rows
+        }
 
 
 def _runs_to_detect(diff: float, n_cur: int, se_cur: float | None, se_base: float | None) -> int | None:

@@ -125,7 +125,7 @@ def _never(rows: list[dict[str, Any]]) -> str:
 
 
 STATS_NOTE = (
-    "<b>Reading q beside the interval.</b> The 95% interval is the cell's own: a bootstrap over its tasks, "
+    "<b>Reading q beside the interval.</b> The 95% interval is the cell's own (clustered by task), "
     "not widened for the other cells. The q-value is the cell's permutation-test p-value corrected across all "
     "{tested} tested cells (Benjamini–Hochberg: roughly p × {tested} / its rank, at most 1), the false-discovery "
     "rate at which it would be called changed. So a no-change cell's interval can exclude 0 at q = 1: among "
@@ -150,7 +150,7 @@ def render(data: ReportData) -> str:
              f"{baseline} days before, " + source + ". A cell is worse only when a test over tasks says so: a "
              "task-blocked permutation test (Fisher's exact test for independent pass/fail runs), "
              "Benjamini–Hochberg q-values across every cell, and the grader's direction (lower-is-better graders "
-             "get worse upwards). Intervals are 95% bootstraps resampling tasks (docs/statistics.md).")
+             "get worse upwards). Intervals are 95% and clustered by task (docs/statistics.md).")
     body = _lede(rows, DEFAULT_FDR, data.history, window + baseline)
     shown = [r for r in rows if (r["workflow"], r["grader_id"]) in data.regression_runs and graded(r)]
     changed = [r for r in shown if r["verdict"] in CHANGED]

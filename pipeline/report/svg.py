@@ -169,7 +169,7 @@ def _band(upper: Sequence[tuple[float, float]], lower: Sequence[tuple[float, flo
 
 def mean_chart(workflow: str, grader: str, points: Sequence[dict[str, Any]], first: dt.date, last: dt.date,
                change: str | None = None, current_start: str | None = None) -> str:
-    """A grader's daily mean with its 95% bootstrap-over-tasks band (``grader_stats``, 1-day
+    """A grader's daily mean with its 95% interval band (``grader_stats``, 1-day
     windows), the current window shaded and the change point marked."""
     w, h, left, right, top, bottom = 360, 150, 48, 12, 12, 26
     span = max((last - first).days, 1)

@@ -61,13 +61,16 @@ def _rows(pipeline: tuple[float, float], large_core: float, peaks: tuple[float, 
                                   ("mean interval coverage", 0.945, "stats-coverage"),
                                   ("pass^1 interval coverage", 0.955, "stats-coverage"),
                                   ("power, 0.5 SD", 1.02, "stats-power"),
-                                  ("change-point error, 0.5 SD", 0.98, "stats-changepoint"))]
+                                  ("change-point error, 0.5 SD", 0.98, "stats-changepoint"),
+                                  ("gs:// wall at 30 ms / 0 ms", 1.1, "remote-latency"),
+                                  ("gs:// requests per file", 1.0, "remote-requests"))]
     return rows
 
 
 def test_every_target_met():
     judged = judge(_rows((1.4, 0.8), 0.52, (1.01, 1.02, FLAT)))
-    assert [r["ratio"] for r in judged] == [1.4, 0.52, FLAT, 2.1, 0.55, 1.05, 1.2, 0.2, 0.04, 0.945, 1.02, 0.98]
+    assert [r["ratio"] for r in judged] == [1.4, 0.52, FLAT, 2.1, 0.55, 1.05, 1.2, 0.2, 0.04, 0.945, 1.02, 0.98,
+                                               1.1, 1.0]
     assert all(r["note"].startswith("met (") and r["met"] is True for r in judged)
     assert all_met(judged)
 
@@ -120,14 +123,14 @@ def test_check_fails_when_a_target_is_not_measured(tmp_path, capsys):
         raise AssertionError(f"{name} in the results: not JSON")
 
     rows = json.loads(out.read_text(), parse_constant=no_constants)  # no NaN for what was not measured
-    assert [r["part"] for r in rows] == ["targets"] * 12
+    assert [r["part"] for r in rows] == ["targets"] * 14
     assert "not measured" in capsys.readouterr().out
 
 
 def test_a_quick_run_says_its_verdicts_are_indicative():
     rows = _rows((1.6, 0.8), 0.45, (1.01, 1.02, 1.0))
     judged = judge(rows, quick=True)
-    assert [r["met"] for r in judged] == [False, False] + [True] * 10  # judged all the same
+    assert [r["met"] for r in judged] == [False, False] + [True] * 12  # judged all the same
     assert all(r["note"].endswith("[quick fleets: indicative only; the targets are judged by make bench]")
                for r in judged)
     assert not any("indicative" in r["note"] for r in judge(rows))

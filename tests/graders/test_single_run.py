@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graders.runs.layout import ARTIFACT_NAMES, DATE_DIR, RUN_DIR
+from graders.runs.storage import belongs_to_base as _belongs_to_base
 from graders.single_run import path_hints
-from transforms.discover import _belongs_to_base
 
 NAME = st.text(st.characters(codec="utf-8", exclude_characters="/\0"), min_size=1, max_size=12).filter(
     lambda n: n not in (".", "..") and "\\\\" not in n)

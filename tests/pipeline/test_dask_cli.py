@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -109,7 +110,16 @@ def test_local_cluster_run_fails_closed_without_a_sandbox(tmp_path):
     assert _marked(marker) == []  # the local cluster is gone with the run
 
 
-def _marked(marker: str) -> list[int]:
+def _marked(marker: str, wait: float = 30) -> list[int]:
+    """The processes started with ``marker`` in their environment, once they had ``wait`` seconds
+    to end (a killed worker, multiprocessing's resource tracker, on a loaded machine)."""
+    deadline = time.monotonic() + wait
+    while (found := _with_marker(marker)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return found
+
+
+def _with_marker(marker: str) -> list[int]:
     found = []
     for proc in psutil.process_iter():
         try:

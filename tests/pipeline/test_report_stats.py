@@ -20,7 +20,7 @@ def test_flags_the_planted_drop_and_not_the_rise(shifted_output: Path, tmp_path:
     assert cells[("ci-doctor", "tool-success-rate")]["data-verdict"] == "regressed"
     assert cells[("issue-triage", "tool-success-rate")]["data-verdict"] != "regressed"
     assert "from the regressions table" in html
-    # the regressed cell's daily chart: a bootstrap band and the change point on the planted date
+    # the regressed cell's daily chart: an interval band and the change point on the planted date
     assert metrics(html, "mean-band") and metrics(html, "pass-rate-band")
     assert SHIFT_DATE in {m["data-date"] for m in metrics(html, "change-point")}
     dots = [m for m in metrics(html, "daily-mean") if m["data-grader"] == "tool-success-rate"]

@@ -163,11 +163,12 @@ def test_rows_do_not_depend_on_how_many_draws_are_held_at_once(monkeypatch: pyte
 
 
 def test_pass_k_of_one_run_per_task_is_wilsons_interval_of_the_tasks() -> None:
-    """Each task's estimate 0 or 1: the effective size is the task count, and the interval is
-    Wilson's for 7 passes in 10 trials (Wilson 1927: [0.3968, 0.8922])."""
+    """Each task's estimate 0 or 1: the unbiased variance of the mean is p(1−p)/(C−1), so the
+    effective size is C − 1 and the interval is Wilson's for a rate of 0.7 over 9 trials
+    (by hand: centre (0.7 + z²/18)/(1 + z²/9) = 0.64017, half-width 0.25769)."""
     acc = CellAcc()
     for i in range(10):
         acc.add(Observation(f"t{i}", float(i < 7), i < 7, "pass" if i < 7 else "fail"))
     (entry,) = stats_rows("wf", "g", {"2026-11-01": acc}, ["2026-11-01"], windows=(1,))[0]["pass_k"]
     assert (entry["k"], entry["value"], entry["tasks"]) == (1, 0.7, 10)
-    assert (round(entry["low"], 4), round(entry["high"], 4)) == (0.3968, 0.8922)
+    assert (round(entry["low"], 4), round(entry["high"], 4)) == (0.3825, 0.8979)

@@ -85,7 +85,7 @@ def _reference(accs: list[CellAcc]) -> dict[str, Any]:
         value = math.fsum(per) / c
         entry = {"k": k, "value": value, "tasks": c, "low": None, "high": None}
         if c >= 2:
-            var = math.fsum((x - value) ** 2 for x in per) / (c * c)
+            var = math.fsum((x - value) ** 2 for x in per) / (c * (c - 1))
             entry["low"], entry["high"] = _effective(value, var, sum(len(g) for g in kept.values()), c, c, df=False)
         pass_k.append(entry)
     out["pass_k"] = pass_k if any(gates.values()) else []
@@ -144,7 +144,7 @@ def test_a_batch_of_series_gives_each_series_its_own_rows(specs: list[dict[int, 
     jobs = [SeriesJob("wf", f"g{i}", d, tuple(d), max(d) if d else None) for i, d in enumerate(dailies)]
     rows, tests = series_rows(jobs)
     one = [series_rows([job]) for job in jobs]
-    assert rows == [r for rs, _ in one for r in rs]
+    assert list(rows) == [r for rs, _ in one for r in rs]
     assert tests == [t for _, ts in one for t in ts]
 
 
@@ -168,10 +168,12 @@ def test_windows_computed_in_runs_are_the_windows_computed_at_once(specs: list[d
 
     jobs = [SeriesJob("wf", f"g{i}", d, tuple(d), max(d) if d else None)
             for i, d in enumerate(_daily(s) for s in specs)]
-    whole = series_rows(jobs)
+    rows, tests = series_rows(jobs)
+    whole = list(rows), tests
     original = series.MEMBERSHIPS
     try:
         series.MEMBERSHIPS = 1
-        assert series_rows(jobs) == whole
+        rows, tests = series_rows(jobs)
+        assert (list(rows), tests) == whole
     finally:
         series.MEMBERSHIPS = original
