@@ -243,3 +243,25 @@ def test_the_table_reference_names_every_column_of_every_table():
         section = reference[heading.end():].split("\n### ", 1)[0]
         missing = [f.name for f in SPECS[table].schema if not re.search(rf"(?<![\w-]){f.name}(?![\w-])", section)]
         assert not missing, f"README.md's {table} section does not name {missing}"
+
+
+# ---------------------------------------------------------------------------------------------
+# What a newcomer needs beyond the demo, in few lines
+
+
+def test_the_readme_stays_short_and_links_the_pages_for_the_real_fleet():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 420, "the README is for users: move detail into docs/ and link it"
+    pages = {  # page → what it must say (issue 42: getting runs, Dataflow's prerequisites)
+        "docs/getting-runs.md": ["gh extension install github/gh-aw", "gh auth login", "--artifacts all",
+                                 "schedule:", "gcloud storage rsync"],
+        "docs/dataflow.md": ["gcloud services enable dataflow.googleapis.com", "service-accounts create",
+                             "buckets create", "docker push", "--sdk_container_image", "gcloud scheduler jobs create"],
+    }
+    for page, musts in pages.items():
+        assert f"]({page})" in text, f"README.md does not link {page}"
+        body = (REPO / page).read_text(encoding="utf-8")
+        assert [m for m in musts if m not in body] == [], page
+    glossary = text[text.index("\n## Glossary\n"):].split("\n## ", 2)[1]
+    for term in ("Cell", "Stray file", "MDE", "FDR", "Change date", "Reference and observed grades"):
+        assert re.search(rf"\*\*[^*]*{re.escape(term)}[^*]*\*\*", glossary, re.IGNORECASE), term
