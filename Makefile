@@ -21,7 +21,7 @@ system-deps: venv
 demo: install
 	rm -rf $(OUT)
 	$(VENV)/bin/fleetgrade run --input examples/fleet --output $(OUT) --trace-config examples/trace-grader.config.yaml --graders-dir examples/graders
-	$(VENV)/bin/fleetgrade sql $(OUT) "SELECT workflow, grader_id, count(*) AS runs, round(avg(value), 3) AS mean, sum(CASE WHEN status = 'fail' THEN 1 ELSE 0 END) AS failed FROM grader_results WHERE source = 'builtin' GROUP BY ALL ORDER BY ALL LIMIT 40"
+	$(VENV)/bin/fleetgrade sql $(OUT) "SELECT workflow, grader_id, count(value) AS graded, round(avg(value), 3) AS mean, count(*) FILTER (WHERE status = 'fail') AS failed FROM grader_results WHERE source = 'builtin' GROUP BY ALL HAVING count(value) > 0 ORDER BY ALL LIMIT 40"
 	$(VENV)/bin/fleetgrade report $(OUT)
 	@echo "Parquet tables written under $(OUT)/; open $(OUT)/report.html. For the README's tour: . $(VENV)/bin/activate"
 

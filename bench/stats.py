@@ -202,9 +202,70 @@ def rate_coverage(replicates: int) -> list[dict[str, Any]]:
     return rows
 
 
+# --- A cost series: spend per run (the ai-credits grader, docs/observed-graders.md "Cost") -----
+
+SPEND_LOG_SD, SPEND_TASK_SD = 0.4, 0.2  # spend per run is skewed: lognormal, tasks sharing a level
+
+
+def _spend_series(rng: np.random.Generator, factor: float = 1.0, from_day: int = DAYS) -> dict[str, CellAcc]:
+    """One workflow's daily ai-credits cells: lower is better, AIC per run; ×``factor`` from ``from_day``."""
+    levels = rng.normal(0.0, SPEND_TASK_SD, TASKS)
+    daily = {}
+    for day in range(DAYS):
+        acc = CellAcc()
+        tasks = rng.integers(0, TASKS, PER_DAY)
+        noise = rng.normal(0.0, math.sqrt(SPEND_LOG_SD**2 - SPEND_TASK_SD**2), PER_DAY)
+        for t, e in zip(tasks, noise, strict=True):
+            value = 30.0 * math.exp(levels[t] + e) * (factor if day >= from_day else 1.0)
+            acc.add(Observation(f"task-{t}", float(value), None, "pass", "lower_is_better", "AIC"))
+        daily[shift(START, day)] = acc
+    return daily
+
+
+def spend(fleets: int) -> list[dict[str, Any]]:
+    """The statistics on a cost series (skewed, lower is better): the false-positive rate of null
+    fleets, the power and change-point error of a planted 2× spend jump, the difference interval's
+    coverage of 0 on the null fleets (a skewed series is where a t-based interval can fall short)."""
+    end = shift(START, DAYS - 1)
+    flagged = covered = tested = hits = 0
+    errors: list[int] = []
+    for i in range(fleets):
+        rng = np.random.default_rng(50_000 + i)
+        rows = with_q_values([regression_row(f"wf{w}", "ai-credits", _spend_series(rng), end, CURRENT, DAYS - CURRENT)
+                              for w in range(WORKFLOWS)], FDR)
+        flagged += any(r["verdict"] == "regressed" for r in rows)
+        for r in rows:
+            if r["diff_low"] is not None:
+                tested += 1
+                covered += r["diff_low"] <= 0.0 <= r["diff_high"]
+        rng = np.random.default_rng(60_000 + i)
+        planted = DAYS - CURRENT + int(rng.integers(-3, 2))
+        rows = with_q_values([regression_row(f"wf{w}", "ai-credits", _spend_series(rng, 2.0 if w == 0 else 1.0, planted),
+                                             end, CURRENT, DAYS - CURRENT) for w in range(WORKFLOWS)], FDR)
+        if rows[0]["verdict"] == "regressed":
+            hits += 1
+            if rows[0]["change_date"]:
+                errors.append(_days_between(rows[0]["change_date"], shift(START, planted)))
+    rate = flagged / fleets
+    se = math.sqrt(FDR * (1 - FDR) / fleets)
+    note = f"spend per run lognormal (log SD {SPEND_LOG_SD:g}, tasks {SPEND_TASK_SD:g}), {PER_DAY} runs/day"
+    out = [row("cost series: false-positive rate (null fleets, any regressed ai-credits cell)", rate, "share",
+               ratio=rate, target="stats-fpr", note=f"{flagged}/{fleets} fleets; Monte Carlo SE {se:.3f}; {note}; "
+               f"{'within' if rate <= FDR + 2 * se else 'ABOVE'} FDR + 2 SE"),
+           row("cost series: power, a 2× spend jump", hits / fleets, "share", note=f"{hits}/{fleets} fleets; {note}"),
+           row("cost series: difference interval coverage (null fleets)", covered / tested if tested else 0.0, "share",
+               note=f"{covered}/{tested}; nominal 95%; reported, not judged: spend is skewed")]
+    if errors:
+        out.append(row("cost series: change-point date error, 2× jump", float(np.mean(errors)), "days",
+                       note=f"mean |found − planted| over {len(errors)} detections; exact in "
+                       f"{100 * sum(e == 0 for e in errors) / len(errors):.0f}%"))
+    return out
+
+
 def run(quick: bool) -> list[dict[str, Any]]:
     nulls, fleets, reps = (200, BEFORE_FLEETS, 1000) if quick else (1000, 500, 4000)
-    return [*null_rate(nulls), *power(fleets), *coverage(reps), *rate_coverage(reps), *cpu_share(quick)]
+    return [*null_rate(nulls), *power(fleets), *coverage(reps), *rate_coverage(reps), *spend(min(fleets, 200)),
+            *cpu_share(quick)]
 
 
 # --- The statistics' share of a job's CPU ---------------------------------------------------

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from graders.families.observed import OBSERVED, grade_observed, observed_plan
+from graders.families.observed import OBSERVED, grade_observed, model_mix, observed_plan
 from graders.families.opvalue.request import RunSubject
 from graders.families.trace_rules.config import TraceConfig
 from graders.families.trace_rules.verdicts import grade_run as grade_trace_rules
@@ -206,7 +206,7 @@ class RunGrader:
         try:
             # The observed grades count in the run's status counts too.
             run = run_row(prep.meta, prep.trace, [*results, *observed], prep.report, plan, prep.input_digest,
-                          prep.source_kind)
+                          prep.source_kind, model_mix(prep.evidence))
             # What the fleet statistics cannot take is said on the run (graders/stats/bounds.py).
             run["warnings"].extend(stats_warnings(prep.meta.date, rows))
         except Exception as exc:

@@ -54,7 +54,8 @@ def handle(args: argparse.Namespace) -> int:
         result = launch(args, "run", validated, lambda p, job: graph.build(
             p, args.input, args.output, plans, job, trace_config, full=args.full, since=args.since,
             until=args.until, resource_hints=args.runner == "dataflow", regression_window=args.regression_window,
-            regression_baseline=args.regression_baseline))
+            regression_baseline=args.regression_baseline, outlier_factor=args.outlier_factor,
+            outlier_days=args.outlier_days))
         if result is None:
             return 0
         late = counter(result, "runs_prepared_out_of_window")

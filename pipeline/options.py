@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -58,8 +59,24 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="regressions: current window in days, ending on each workflow's latest date (default 7)")
     parser.add_argument("--regression-baseline", metavar="DAYS", type=days, default=28,
                         help="regressions: baseline window in days just before the current one (default 28)")
+    parser.add_argument("--outlier-factor", metavar="K", type=_factor, default=2.0,
+                        help="cost_outliers: a run is listed when its AI Credits (else tokens) exceed K times its "
+                        "workflow's median over the --outlier-days before its date (default 2)")
+    parser.add_argument("--outlier-days", metavar="DAYS", type=days, default=14,
+                        help="cost_outliers: days of runs the median is taken over (default 14)")
     add_allow_empty_argument(parser)
     add_runner_arguments(parser)
+
+
+def _factor(text: str) -> float:
+    """A multiple of the median: a finite number above 1 (at or below it, a run at the median is "over")."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 1 < value <= 1000):
+        raise argparse.ArgumentTypeError(f"must be a number above 1 and at most 1000, got {text}")
+    return value
 
 
 def add_allow_empty_argument(parser: argparse.ArgumentParser) -> None:

@@ -28,6 +28,7 @@ from schemas.trace_tables import TASK_RELIABILITY, TRACE_VERDICTS
 __all__ = ["PARTITION_COLUMNS", "PARTITION_SCHEMA", "SPECS", "Replace", "TableSpec", "public_tables", "run_tables"]
 
 METRIC = pa.struct([("id", pa.string()), ("value", pa.float64())])
+MODEL_CALLS = pa.struct([("model", pa.string()), ("calls", pa.int64())])
 
 GRADER_RESULTS = pa.schema(
     [
@@ -81,6 +82,17 @@ RUNS = pa.schema(
         ("tool_calls", pa.int64()),
         ("artifacts", pa.int64()),
         ("bytes_read", pa.int64()),
+        # What the run cost: the cost graders' values (docs/observed-graders.md, "Cost"), null where
+        # a grader is unavailable: the agent's tokens by class (each token once), its model calls
+        # and their models, and its AI Credits as the logs state them.
+        ("tokens_input", pa.int64()),
+        ("tokens_output", pa.int64()),
+        ("tokens_cache_read", pa.int64()),
+        ("tokens_cache_write", pa.int64()),
+        ("tokens_reasoning", pa.int64()),
+        ("model_calls", pa.int64()),
+        ("models", pa.list_(MODEL_CALLS)),
+        ("ai_credits", pa.float64()),
         ("warnings", pa.list_(pa.string())),
         ("input_digest", pa.string()),
         ("config_digest", pa.string()),
@@ -129,6 +141,27 @@ GRADER_DRIFT = pa.schema(
         ("status", pa.string()),
         ("message", pa.string()),
         ("archived_path", pa.string()),
+        ("fleetgrade_version", pa.string()),
+    ]
+)
+
+
+# Runs that cost more than k× their workflow's rolling median (graders/stats/outliers.py).
+COST_OUTLIERS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("attempt", pa.int32()),
+        ("metric", pa.string()),  # ai-credits, or tokens for a run whose logs state no credits
+        ("value", pa.float64()),
+        ("baseline_median", pa.float64()),
+        ("ratio", pa.float64()),  # value / baseline_median
+        ("baseline_runs", pa.int64()),
+        ("baseline_start", pa.date32()),
+        ("baseline_end", pa.date32()),
+        ("factor", pa.float64()),  # k (`fleetgrade run --outlier-factor`)
+        ("window_days", pa.int64()),  # N (`--outlier-days`)
+        ("repository", pa.string()),
+        ("run_url", pa.string()),
         ("fleetgrade_version", pa.string()),
     ]
 )
@@ -207,6 +240,11 @@ SPECS: dict[str, TableSpec] = _specs(
     # table is rewritten whole on each run (rows of untouched workflows are carried).
     TableSpec("regressions", REGRESSIONS_FILE, ("grader_id",), Replace.TABLE, "graders.stats.cells:regression_row",
               "Per (workflow, grader): its latest window against its baseline."),
+    # Partitions whose verdicts a job's runs can change are recomputed whole (their stored rows
+    # dropped first); the others stay (transforms/cost.py). Only outliers have rows: often none.
+    TableSpec("cost_outliers", COST_OUTLIERS, ("run_id", "attempt"), Replace.ROW, "graders.stats.outliers:outlier_rows",
+              "Runs whose AI Credits (else tokens) exceed k× their workflow's median over the N days before.",
+              identity=("run_id", "attempt"), optional=True),
 )
 
 

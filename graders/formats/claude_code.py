@@ -9,7 +9,7 @@ Two readings live here:
   ``Task`` call's subagent (from ``subagents/agent-<id>.jsonl``, else from the parent's
   ``progress``/``agent_progress`` lines, never both) follow that call, each marked with the
   subagent's id. Usage is counted once per API response (``message.id``): streaming writes one
-  response as several lines repeating the same usage.
+  response as several lines, each with the output count reached so far; the last one is kept.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class _Thread:
     agent: str | None
     calls: list[Call] = field(default_factory=list)
     usage: list[Usage] = field(default_factory=list)
-    seen_responses: set[Any] = field(default_factory=set)
+    responses: dict[Any, int] = field(default_factory=dict)  # response -> its Usage's index in usage
     results: dict[Any, tuple[bool, str]] = field(default_factory=dict)
 
     def add(self, o: dict[str, Any]) -> None:
@@ -144,15 +144,17 @@ class _Thread:
         u = msg.get("usage")
         if not isinstance(u, dict):
             return
-        response = _key(msg.get("id") or o.get("requestId") or o.get("uuid"))
-        if response is not None:
-            if response in self.seen_responses:
-                return
-            self.seen_responses.add(response)
         model = msg.get("model")
-        self.usage.append(Usage(model if isinstance(model, str) else None, count(u.get("input_tokens")),
-                                count(u.get("output_tokens")), count(u.get("cache_read_input_tokens")),
-                                count(u.get("cache_creation_input_tokens")), 0, None, self.agent))
+        usage = Usage(model if isinstance(model, str) else None, count(u.get("input_tokens")),
+                      count(u.get("output_tokens")), count(u.get("cache_read_input_tokens")),
+                      count(u.get("cache_creation_input_tokens")), 0, None, self.agent)
+        response = _key(msg.get("id") or o.get("requestId") or o.get("uuid"))
+        if response is not None and response in self.responses:  # a later line of the response: its
+            self.usage[self.responses[response]] = usage  # output count as far as streaming went
+            return
+        if response is not None:
+            self.responses[response] = len(self.usage)
+        self.usage.append(usage)
 
     def finish(self) -> None:
         for c in self.calls:

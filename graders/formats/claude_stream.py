@@ -42,7 +42,7 @@ class _Run:
     def __init__(self, source: Source, index: int) -> None:
         self.session = Session(KIND, source.name)
         self.book = CallBook()
-        self.seen_messages: set[str] = set()
+        self.messages: dict[str, int] = {}  # message id -> its Usage's index in session.usage
         self.init = False
         self.result = False
         self.index = index
@@ -70,15 +70,21 @@ class _Run:
 
     def _usage(self, msg: dict[str, Any], agent: str | None) -> None:
         u = msg.get("usage")
-        mid = text(msg.get("id"))
-        if not isinstance(u, dict) or (mid is not None and mid in self.seen_messages):
-            return  # one API response is written once per content block, with the same usage
-        if mid is not None:
-            self.seen_messages.add(mid)
+        if not isinstance(u, dict):
+            return
         model = msg.get("model")
-        self.session.usage.append(Usage(model if isinstance(model, str) else None, count(u.get("input_tokens")),
-                                        count(u.get("output_tokens")), count(u.get("cache_read_input_tokens")),
-                                        count(u.get("cache_creation_input_tokens")), 0, None, agent))
+        usage = Usage(model if isinstance(model, str) else None, count(u.get("input_tokens")),
+                      count(u.get("output_tokens")), count(u.get("cache_read_input_tokens")),
+                      count(u.get("cache_creation_input_tokens")), 0, None, agent)
+        # One API response is written once per content block, its output count as streaming had
+        # reached then: the last record of a response replaces the earlier ones.
+        mid = text(msg.get("id"))
+        if mid is not None and mid in self.messages:
+            self.session.usage[self.messages[mid]] = usage
+            return
+        if mid is not None:
+            self.messages[mid] = len(self.session.usage)
+        self.session.usage.append(usage)
 
     def end(self, o: dict[str, Any]) -> None:
         self.result = True
@@ -91,6 +97,13 @@ class _Run:
             s.tokens = TokenTotals(count(u.get("input_tokens")), count(u.get("output_tokens")),
                                    count(u.get("cache_read_input_tokens")), count(u.get("cache_creation_input_tokens")),
                                    False, "result.usage")
+        by_model = o.get("modelUsage")
+        if isinstance(by_model, dict):  # every model's bill, subagents' too (``usage``: the main thread's)
+            s.billed = [Usage(m, count(v.get("inputTokens")), count(v.get("outputTokens")),
+                              count(v.get("cacheReadInputTokens")), count(v.get("cacheCreationInputTokens")))
+                        for m, v in sorted(by_model.items()) if isinstance(v, dict)]
+            if s.billed:
+                s.tokens = TokenTotals.of_usage(s.billed, False, "result.modelUsage")
         for d in o.get("permission_denials") or [] if isinstance(o.get("permission_denials"), list) else []:
             call = self.book.get(text(as_dict(d).get("tool_use_id")))
             if call is not None and call.ok is not False:  # refused by the permission policy
@@ -103,6 +116,8 @@ class _Run:
             s.warnings.append(f"{s.source}: run {self.index} has no result record: it was cut off before "
                               "it ended; its calls are read as far as they go")
         s.tokens = s.tokens or TokenTotals.of_usage(s.usage, False, "assistant message usage")
+        for b in s.billed:  # each model's requests: its responses in the stream (at least one)
+            b.requests = max(1, sum(u.model == b.model for u in s.usage))
         return s
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -35,6 +36,16 @@ import msgspec
 
 from graders.formats.agentcalls import CallCounts, count_calls, run_calls
 from graders.formats.session import Call, Session, TokenTotals
+from graders.formats.usage import (
+    SESSION_USAGE_EVENTS,
+    CallRecords,
+    RunUsage,
+    SessionUsage,
+    UsageTotals,
+    document,
+    read_usage,
+)
+from graders.formats.usage import count as _int  # a token count: one rule for every reader here
 from graders.jsrt.jsonio import MAX_LINE_LENGTH, JsonError, LineBatch, parse_json
 from graders.jsrt.lazylist import positions
 from graders.jsrt.records import digit_safe
@@ -110,7 +121,9 @@ class SafeOutputError:
 # A count as both readers see it alike: JavaScript (parse_json) reads a larger integer as a double.
 _Count = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
 _TOKEN_KEYS: Final = {"input": "input_tokens", "output": "output_tokens", "cache_read": "cache_read_tokens",
-                      "cache_write": "cache_write_tokens"}
+                      "cache_write": "cache_write_tokens", "reasoning": "reasoning_tokens",
+                      "credits": "ai_credits_this_response", "credits_total": "ai_credits_total",
+                      "include_cache": "input_tokens_include_cache"}
 
 
 class TokenRecord(msgspec.Struct, frozen=True, gc=False, rename=_TOKEN_KEYS):
@@ -118,7 +131,12 @@ class TokenRecord(msgspec.Struct, frozen=True, gc=False, rename=_TOKEN_KEYS):
 
     Also the line shape most real logs hold (both counts non-negative integers, the cache counts
     absent or such integers, ``purpose`` and ``model`` absent or strings): a line decoded into it
-    is what the per-line rule reads from it (the constraints hold when decoding only)."""
+    is what the per-line rule reads from it (the constraints hold when decoding only).
+
+    The cost fields (graders/formats/usage.py) are kept as the line has them: AWF's AI Credits
+    (``ai_credits_this_response``/``_total``, numbers or None, checked where they are summed),
+    its explicit cache semantics, and what gh-aw deduplicates and orders records by
+    (``event:request_id``, ``timestamp``; None when not a string)."""
 
     input: _Count
     output: _Count
@@ -126,6 +144,13 @@ class TokenRecord(msgspec.Struct, frozen=True, gc=False, rename=_TOKEN_KEYS):
     cache_write: _Count = 0
     purpose: str = ""
     model: str = ""
+    reasoning: _Count | None = None  # None: the record states none
+    credits: float | None = None
+    credits_total: float | None = None
+    include_cache: bool | None = None
+    request_id: str | None = None
+    event: str | None = None
+    timestamp: str | None = None
 
 
 # A count both readers and JavaScript read alike, and one preprocessing may ``Number()`` (a string).
@@ -179,6 +204,8 @@ class RunEvidence:
     # (path, lines skipped) for every file that had unreadable lines or records.
     malformed: tuple[tuple[str, int], ...] = ()
     warnings: tuple[str, ...] = ()
+    # What the run's model calls cost (graders/formats/usage.py): the cost graders' input.
+    usage: RunUsage = field(default_factory=RunUsage)
     # The run's tool calls, one meaning across engines (docs/formats.md §8.3), summed up: the
     # agent's own (read from ``calls_source``), then the MCP gateway's it lacks (``gateway_file``).
     call_counts: CallCounts = field(default_factory=CallCounts)
@@ -224,6 +251,10 @@ class _Reading:
     malformed: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
     graders: list[ArchivedResult] = field(default_factory=list)  # the unified session's grader.result
+    session_usage: SessionUsage = field(default_factory=SessionUsage)
+
+    def bad(self, rel: str) -> None:
+        self.malformed[rel] += 1
 
 
 def _grader_results(data: dict[str, Any]) -> list[ArchivedResult]:
@@ -269,22 +300,7 @@ def _record(raw: bytes, rel: str, reading: _Reading) -> dict[str, Any] | None:
 
 def _document(files: RunFiles, rel: str, reading: _Reading) -> Any:
     """A whole-file JSON document, or None (counted) when it is not JSON."""
-    try:
-        return parse_json(files.read(rel))
-    except (JsonError, UnicodeDecodeError, RecursionError):
-        reading.malformed[rel] += 1
-        return None
-
-
-def _int(value: Any) -> int:
-    """A token count: a non-negative integer (floats that are integers too), else 0."""
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return max(value, 0)
-    if isinstance(value, float) and value.is_integer() and 0 <= value < 2**63:
-        return int(value)
-    return 0
+    return document(files, rel, reading.bad)
 
 
 def _text(value: Any) -> str:
@@ -332,12 +348,29 @@ def _aw_info(aw_info: Mapping[str, Any] | None) -> list[ConclusionSource]:
     return [ConclusionSource("aw_info.json", "aw_info.json", value, _github_outcome(value))]
 
 
+def _detection(record: dict[str, Any]) -> bool:
+    """A record of the threat-detection phase, never the agent's (T-UAS-062)."""
+    prov = record.get("provenance")
+    return isinstance(prov, dict) and prov.get("phase") == "detection"
+
+
 def _run_level(record: dict[str, Any]) -> bool:
     """A record about the run itself: not a subagent's (``agentId``), not the detection phase."""
-    if record.get("agentId"):
-        return False
-    prov = record.get("provenance")
-    return not (isinstance(prov, dict) and prov.get("phase") == "detection")
+    return not record.get("agentId") and not _detection(record)
+
+
+def session_record(data: Mapping[str, Any], timestamp: Any) -> TokenRecord:
+    """A unified session's ``firewall.token_usage`` / ``usage.report`` payload as a token record
+    (camelCase UsageReportData of unified_session.d.ts: ``usage{inputTokens, …}``, ``aic``,
+    ``totalAic``, ``requestId``), read by the rules of a token-usage line."""
+    usage = data.get("usage")
+    u = usage if isinstance(usage, dict) else {}
+    get = u.get
+    return TokenRecord(_int(get("inputTokens")), _int(get("outputTokens")), _int(get("cacheReadInputTokens")),
+                       _int(get("cacheCreationInputTokens")), _text(data.get("purpose")), _text(data.get("model")),
+                       _stated(get("reasoningOutputTokens")), _figure(data.get("aic")), _figure(data.get("totalAic")),
+                       _flag(get("inputTokensIncludeCache")), _str_or_none(data.get("requestId")), None,
+                       _str_or_none(timestamp))
 
 
 def _session(files: RunFiles, reading: _Reading,
@@ -365,6 +398,9 @@ def _session(files: RunFiles, reading: _Reading,
                 continue
             if kind == "safe_output.error":
                 found_errors.append(data)
+            elif kind in SESSION_USAGE_EVENTS and not _detection(rec):
+                reading.session_usage.add(rel, kind, session_record(data, rec.get("timestamp")),
+                                          kind == "firewall.token_usage" or isinstance(data.get("usage"), dict))
             if kind == "grader.result" and rel == SESSION_FILES[0]:
                 graders.extend(_grader_results(data))
             if not _run_level(rec):
@@ -582,19 +618,27 @@ def _safe_output_errors(files: RunFiles, calls: list[McpCall], session: str | No
 
 
 def _token_records(files: RunFiles, reading: _Reading, tokens: TokenLines | None = None,
-                   ) -> tuple[str | None, list[TokenRecord]]:
-    rel = next((p for p in TOKEN_USAGE_FILES if files.exists(p)), None)
-    if rel is None:
-        return None, []
-    if tokens is not None and tokens.file == rel:  # read whole already, block by block
-        malformed = tokens.reading.malformed[rel]
-        if malformed:
-            reading.malformed[rel] += malformed
-        return rel, tokens.records
-    records: list[TokenRecord] = []
-    for batch in files.iter_line_batches(rel):
-        _token_block(batch, rel, reading, records)
-    return rel, records
+                   ) -> list[tuple[str, list[TokenRecord]]]:
+    """(file, records) of every token-usage candidate the run has, in graders.md §5's order: the
+    first is the agent's file the token graders read; the cost graders read them all, deduplicated
+    as gh-aw reads every candidate (graders/formats/usage.py)."""
+    out: list[tuple[str, list[TokenRecord]]] = []
+    for rel in TOKEN_USAGE_FILES:
+        if not files.exists(rel):
+            continue
+        if tokens is not None and tokens.file == rel:  # read whole already, block by block
+            malformed = tokens.reading.malformed[rel]
+            if malformed:
+                reading.malformed[rel] += malformed
+            out.append((rel, tokens.records))
+            continue
+        records: list[TokenRecord] = []
+        for batch in files.iter_line_batches(rel):
+            held = len(records)
+            _token_block(batch, rel, reading, records)
+            files.keep(len(records) - held, rel)  # the run's record budget, as preprocessing counts its file
+        out.append((rel, records))
+    return out
 
 
 class TokenLines:
@@ -635,9 +679,45 @@ def _token_record(rec: dict[str, Any], rel: str, reading: _Reading, records: lis
     if not any(isinstance(rec.get(k), (int, float)) for k in ("input_tokens", "output_tokens")):
         reading.malformed[rel] += 1
         return
-    records.append(TokenRecord(_int(rec.get("input_tokens")), _int(rec.get("output_tokens")),
-                               _int(rec.get("cache_read_tokens")), _int(rec.get("cache_write_tokens")),
-                               _text(rec.get("purpose")), _text(rec.get("model"))))
+    get = rec.get
+    records.append(TokenRecord(_int(get("input_tokens")), _int(get("output_tokens")),
+                               _int(get("cache_read_tokens")), _int(get("cache_write_tokens")),
+                               _text(get("purpose")), _text(get("model")), _stated(get("reasoning_tokens")),
+                               _figure(get("ai_credits_this_response")), _figure(get("ai_credits_total")),
+                               _flag(get("input_tokens_include_cache")), _str_or_none(get("request_id")),
+                               _str_or_none(get("event")), _str_or_none(get("timestamp"))))
+
+
+def _stated(value: Any) -> int | None:
+    """A count a record may leave out (``reasoning_tokens``): :func:`_int` of a number, else None."""
+    return _int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _figure(value: Any) -> float | None:
+    """A number as a double (what msgspec decodes a ``float`` field to), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond the doubles: JSON.parse reads Infinity
+        return math.inf
+
+
+def _flag(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _cost_fields(line: Any) -> tuple[Any, ...]:
+    """The cost fields of a decoded line (:class:`_TokenLine` or :class:`TokenUsageLine`) as
+    :class:`TokenRecord` holds them (a value of another JSON type is None, as :func:`_token_record` reads it)."""
+    reasoning = line.reasoning
+    return (reasoning if type(reasoning) is int else None, _figure(line.credits), _figure(line.credits_total),
+            _flag(line.include_cache), _str_or_none(line.request_id), _str_or_none(line.event),
+            _str_or_none(line.timestamp))
 
 
 class _TokenLine(msgspec.Struct, gc=False, rename=_TOKEN_KEYS):
@@ -652,6 +732,13 @@ class _TokenLine(msgspec.Struct, gc=False, rename=_TOKEN_KEYS):
     cache_write: _Count | str = 0
     purpose: str = ""
     model: str = ""
+    reasoning: _Count | str | None = None
+    credits: float | bool | str | None = None
+    credits_total: float | bool | str | None = None
+    include_cache: bool | float | str | None = None
+    request_id: str | float | bool | None = None
+    event: str | float | bool | None = None
+    timestamp: str | float | bool | None = None
 
 
 _TOKEN_LINE: Final = msgspec.json.Decoder(_TokenLine)
@@ -697,7 +784,8 @@ def _usage_lines(block: UsageBlock, rel: str, reading: _Reading, records: list[T
             inp = 0
         elif type(out) is not int:
             out = 0
-        records[start + i] = TokenRecord(inp, out, line.cache_read, line.cache_write, line.purpose, line.model)
+        records[start + i] = TokenRecord(inp, out, line.cache_read, line.cache_write, line.purpose, line.model,
+                                         *_cost_fields(line))
     for i in reversed(dropped):
         del records[i]
 
@@ -746,7 +834,7 @@ def _token_batch(batch: LineBatch, rel: str, reading: _Reading, records: list[To
         elif type(out) is not int:
             out = 0
         append(TokenRecord(inp, out, read if type(read) is int else 0, write if type(write) is int else 0,
-                           line.purpose, line.model))
+                           line.purpose, line.model, *_cost_fields(line)))
     return True
 
 
@@ -847,13 +935,19 @@ def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None,
     if mcp_file is not None:
         calls, orphans, filtered = pair_rpc_records(list(_lines(files, mcp_file, reading)))
     safe_errors, safe_sources = _safe_output_errors(files, calls, session_file, session_safe_errors, reading)
-    token_file, token_records = _token_records(files, reading, tokens)
+    token_files = _token_records(files, reading, tokens)
+    token_file, token_records = token_files[0] if token_files else (None, [])
+    usage = read_usage(files, token_files, reading.session_usage, reading.bad)
+    reading.warnings.extend(usage.warnings)
     archived_file, archived = _archived(files, reading)
     for rel, n in debug_log_tool_calls(files, reading):
         reading.warnings.append(f"{rel}: {n} tool call(s) of this Copilot CLI run appear only in its debug log "
                                 "(no copilot-session-state events.jsonl); the tool-call graders see none of them")
     found = run_calls(files, aw_info, trace or {}, calls, mcp_file)
     reading.warnings.extend(found.warnings)
+    if found.tokens is not None and usage.calls is None and usage.totals is None:  # the engine's log: last
+        usage = dataclasses.replace(usage, totals=engine_totals(found.tokens, found.source or AGENT_STDIO),
+                                    sources=(*usage.sources, found.source or AGENT_STDIO))
     return RunEvidence(
         conclusions=tuple(conclusions),
         mcp_file=mcp_file,
@@ -868,6 +962,7 @@ def read_evidence(files: RunFiles, aw_info: Mapping[str, Any] | None = None,
         archived_results=archived,
         malformed=tuple(sorted(reading.malformed.items())),
         warnings=tuple(reading.warnings),
+        usage=usage,
         call_counts=found.counts,
         calls_source=found.source or found.gateway,
         gateway_file=found.gateway,
@@ -887,6 +982,31 @@ def session_evidence(session: Session, unified: RunFiles | None = None) -> RunEv
                                         "success" if session.delivered else "failure"),)
     elif not conclusions and not session.delivered:
         conclusions = (ConclusionSource(session.kind, session.source, "failed", "failure"),)
+    usage = base.usage
+    if usage.calls is None and usage.totals is None:  # not a unified session's: the engine log's records
+        usage = session_usage(session)
     return dataclasses.replace(base, conclusions=conclusions, call_counts=count_calls(session.calls, len(session.calls)),
                                calls_source=session.source, gateway_file=None, step_calls=(),
-                               engine_tokens=session.tokens, warnings=())
+                               engine_tokens=session.tokens, warnings=(), usage=usage)
+
+
+def engine_totals(tokens: TokenTotals, source: str) -> UsageTotals:
+    """An engine log's run totals as the cost graders read them (no router call in them)."""
+    return UsageTotals(f"{source} ({tokens.source})" if tokens.source else source, tokens.input, tokens.output,
+                       tokens.cache_read, tokens.cache_write, None, "", tokens.input_includes_cache, False)
+
+
+def session_usage(session: Session) -> RunUsage:
+    """A session file's usage as its reader read it: the log's own bill where it states one
+    (``billed``), else its per-request records (``input`` without the cached tokens; an aggregate
+    record stands for its ``requests``), else the log's totals."""
+    usage = session.billed or session.usage
+    if usage:
+        records = tuple(TokenRecord(u.input, u.output, u.cache_read, u.cache_write, u.purpose or "", u.model or "",
+                                    include_cache=False) for u in usage)
+        weights = tuple(u.requests for u in usage)
+        calls = CallRecords(session.source, records, 0, weights if any(w != 1 for w in weights) else ())
+        return RunUsage(calls=calls, sources=(session.source,))
+    if session.tokens is not None:
+        return RunUsage(totals=engine_totals(session.tokens, session.source), sources=(session.source,))
+    return RunUsage()

@@ -206,6 +206,10 @@ class Session:
     delivered: bool = True  # task-level outcome where the format records one
     calls: list[Call] = field(default_factory=list)
     usage: list[Usage] = field(default_factory=list)
+    # The log's own run totals as aggregate records (per model where it says, each with its
+    # requests), which the cost graders take over ``usage`` where the per-request records fall
+    # short of them (a stream's usage as streaming began; a log that omits some calls' usage).
+    billed: list[Usage] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     trace_dict: dict[str, Any] | None = None  # set by folder formats (gh-aw) that build their own
     tokens: TokenTotals | None = None  # the run's totals where the log reports them

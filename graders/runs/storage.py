@@ -35,6 +35,7 @@ from graders.runs.layout import RUN_DIR, artifact_top, run_root_of, session_root
 from graders.runs.runfiles import (
     MAX_RUN_SECONDS,
     NOT_UTF8,
+    UNREADABLE_DIR,
     RunFiles,
     RunOverBudget,
     bounded_listing,
@@ -148,8 +149,14 @@ def walk_objects(store: ObjectStore, base: str, ahead: int = LIST_AHEAD) -> Iter
 
 
 def _under(store: ObjectStore, prefix: str, sub: str) -> Iterator[Listed]:
-    for item in store.objects(prefix + sub):
-        yield item._replace(rel=sub + item.rel)
+    """A folder's objects; once its listing fails after retries, the folder as one that cannot
+    be read (as the local walk lists one): its run is listed again when read, and a second
+    failure is its dead letter, naming the folder and the error, while the fleet goes on."""
+    try:
+        for item in store.objects(prefix + sub):
+            yield item._replace(rel=sub + item.rel)
+    except StorageError:
+        yield Listed(sub + ".", UNREADABLE_DIR, 0.0, None)
 
 
 _DONE = object()

@@ -125,6 +125,21 @@ def status_counts(results: list[dict[str, Any]]) -> dict[str, int]:
     }
 
 
+# The ``runs`` cost columns and the cost graders whose values they hold (schemas/tables.py).
+COST_COLUMNS: Final = {
+    "tokens_input": "tokens-input", "tokens_output": "tokens-output", "tokens_cache_read": "tokens-cache-read",
+    "tokens_cache_write": "tokens-cache-write", "tokens_reasoning": "tokens-reasoning",
+    "model_calls": "model-calls", "ai_credits": "ai-credits",
+}
+
+
+def cost_columns(results: list[dict[str, Any]], models: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """The ``runs`` cost columns: the cost graders' values as graded (null where unavailable),
+    and the model mix ``model-calls`` counted."""
+    values = {r["id"]: r.get("value") for r in results if r.get("status") in ("pass", "fail")}
+    return {**{col: values.get(gid) for col, gid in COST_COLUMNS.items()}, "models": models}
+
+
 def run_row(
     meta: RunMeta,
     trace: dict[str, Any],
@@ -133,6 +148,7 @@ def run_row(
     plan: GradingPlan,
     input_digest: str,
     source_kind: str = "gh-aw",
+    models: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     return {
         "workflow": meta.workflow,
@@ -152,6 +168,7 @@ def run_row(
         "tool_calls": len(trace.get("toolCalls") or []),
         "artifacts": len(trace.get("artifacts") or []),
         "bytes_read": report.bytes_read,
+        **cost_columns(results, models),
         "warnings": list(report.warnings),
         "input_digest": input_digest,
         "config_digest": plan.digest(),

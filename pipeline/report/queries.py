@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 
 from graders.stats.cells import DEFAULT_BASELINE, DEFAULT_WINDOW
+from pipeline.report import spend
 from pipeline.report.scope import Selection, open_scope
 from pipeline.stats_read import CHANGED, graded, recompute_regressions, stored_windows, worst_first
 
@@ -58,6 +59,7 @@ class ReportData:
     configs: list[Row] = field(default_factory=list)
     implementations: list[Row] = field(default_factory=list)
     drift: list[Row] = field(default_factory=list)  # grader_drift rows per grader (graders/tables/drift.py)
+    spend: spend.Spend = field(default_factory=spend.Spend)  # the cost section's numbers (spend.py)
 
 
 def rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[Row]:
@@ -96,6 +98,7 @@ def collect(output: str, sel: Selection) -> ReportData:
             SELECT error_class, stage, count(*) AS n, count(DISTINCT workflow) AS workflows,
                    min(input) AS example_input, arg_min(message, input) AS example_message
             FROM v_dead_letter GROUP BY ALL ORDER BY n DESC, error_class, stage""")
+    data.spend = spend.collect(con, tables)
     provenance(con, tables, data)
     return data
 

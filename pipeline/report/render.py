@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.report import headline, sections
+from pipeline.report import headline, sections, spend
 from pipeline.report.html import esc
 from pipeline.report.queries import ReportData
 from schemas.version import FLEETGRADE_VERSION
 
 CSS = (Path(__file__).parent / "style.css").read_text(encoding="utf-8")
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
-NAV = (("headline", "Got worse?"), ("pass-rate", "Pass rate"), ("graders", "Distributions"),
+NAV = (("headline", "Got worse?"), ("cost", "Cost"), ("pass-rate", "Pass rate"), ("graders", "Distributions"),
        ("worst-runs", "Worst runs"), ("reliability", "pass^k"), ("verdicts", "Verdicts"),
        ("dead-letters", "Dead letters"), ("provenance", "Provenance"))
 
@@ -33,7 +33,9 @@ def scope_line(data: ReportData) -> str:
 def render(data: ReportData) -> str:
     nav = "".join(f'<a href="#{sid}">{esc(label)}</a>' for sid, label in NAV)
     body = "".join([
-        headline.render(data), sections.pass_rate(data), sections.graders(data), sections.worst_runs(data),
+        headline.render(data), spend.render(data.spend, data.regressions, (data.overview.get("first"),
+                                                                         data.overview.get("last"))),
+        sections.pass_rate(data), sections.graders(data), sections.worst_runs(data),
         sections.reliability(data), sections.verdicts(data), sections.dead_letters(data), sections.provenance(data),
     ])
     return (

@@ -319,7 +319,16 @@ _COUNT_VALUES = st.one_of(
     st.integers(min_value=-3, max_value=2**60), st.floats(allow_nan=False), st.booleans(), st.none(),
     st.text(max_size=3), st.just(2**53 + 1), st.lists(st.integers(), max_size=2),
 )
-_TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "purpose", "model")
+_TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "purpose", "model",
+                 "reasoning_tokens", "ai_credits_this_response", "ai_credits_total", "input_tokens_include_cache",
+                 "request_id", "event", "timestamp")
+
+
+def fields(record: Any) -> tuple[Any, ...]:
+    """Every field of a token record (the cost fields too), for comparing two readings."""
+    from graders.formats.evidence import TokenRecord
+
+    return tuple(getattr(record, f) for f in TokenRecord.__struct_fields__)
 
 
 @st.composite
@@ -338,7 +347,8 @@ def token_lines(draw: st.DrawFn) -> bytes:
         return json.dumps(draw(st.one_of(st.integers(), st.lists(st.integers(), max_size=2), st.none()))).encode()
     record = {}
     for key in draw(st.lists(st.sampled_from(_TOKEN_FIELDS), unique=True)):
-        record[key] = draw(st.one_of(_COUNT_VALUES, st.sampled_from(["", "router", "gpt-5", "Claude-x"])))
+        record[key] = draw(st.one_of(_COUNT_VALUES, st.sampled_from(["", "router", "gpt-5", "Claude-x", 0.25, 1e-7,
+                                                                     "2026-01-02T00:00:00Z", {"a": 1}])))
     text = json.dumps(record)
     if kind == "dup" and record:
         text = text[:-1] + f', "{next(iter(record))}": {draw(st.integers(min_value=0, max_value=9))}' + "}"
@@ -356,8 +366,7 @@ def _token_records_per_line(data: bytes) -> tuple[list[tuple[Any, ...]], int]:
         rec = _record(raw, "t", reading)
         if rec is not None:
             _token_record(rec, "t", reading, records)
-    return [(r.input, r.output, r.cache_read, r.cache_write, r.purpose, r.model)
-            for r in records], reading.malformed["t"]
+    return [fields(r) for r in records], reading.malformed["t"]
 
 
 @settings(max_examples=300, deadline=None)
@@ -366,7 +375,7 @@ def test_token_usage_reads_every_line_as_the_per_line_rule_does(lines):
     data = b"\n".join(lines)
     ev = read_evidence(memory_run_files({"token-usage.jsonl": data}))
     want, malformed = _token_records_per_line(data)
-    assert [(r.input, r.output, r.cache_read, r.cache_write, r.purpose, r.model) for r in ev.token_records] == want
+    assert [fields(r) for r in ev.token_records] == want
     assert dict(ev.malformed).get("token-usage.jsonl", 0) == malformed
 
 
@@ -424,6 +433,14 @@ def real_token_lines(draw: st.DrawFn) -> bytes:
             record[key] = draw(_REAL_COUNT)
     if draw(st.booleans()):
         record["purpose"] = draw(st.sampled_from(["agent", "routing_classification", 3]))
+    if draw(st.booleans()):  # AWF's AI Credits and cache semantics (a string or bool now and then)
+        for key in ("ai_credits_this_response", "ai_credits_total"):
+            record[key] = draw(st.one_of(st.floats(0, 50), st.floats(0, 50), st.sampled_from([-1, "0.5", True, None, 0])))
+        record["event"] = "token_usage"
+        if draw(st.booleans()):
+            record["input_tokens_include_cache"] = draw(st.sampled_from([True, False, "yes", None]))
+        if draw(st.booleans()):
+            record["reasoning_tokens"] = draw(_REAL_COUNT)
     return json.dumps(record).encode()
 
 
@@ -449,7 +466,7 @@ def test_real_shaped_token_blocks_shared_with_preprocessing_read_as_the_per_line
         tokens.finish(report.sources.get("tokenUsage"))
         shared = read_evidence(files, None, tokens)
     for ev in (alone, shared):
-        assert [(r.input, r.output, r.cache_read, r.cache_write, r.purpose, r.model) for r in ev.token_records] == want
+        assert [fields(r) for r in ev.token_records] == want
         assert dict(ev.malformed).get(_SANDBOX_TOKENS, 0) == malformed
     assert shared.token_records == alone.token_records
 
@@ -483,6 +500,6 @@ def test_a_token_log_over_several_blocks_reads_as_the_per_line_rule_does():
     data = b"\n".join(lines) + b"\n"
     ev = read_evidence(memory_run_files({"token-usage.jsonl": data}))
     want, malformed = _token_records_per_line(data)
-    assert [(r.input, r.output, r.cache_read, r.cache_write, r.purpose, r.model) for r in ev.token_records] == want
+    assert [fields(r) for r in ev.token_records] == want
     assert dict(ev.malformed).get("token-usage.jsonl", 0) == malformed == 1
     assert len(data) > 4 * 64 * 1024

@@ -29,7 +29,9 @@ from tests.graders.test_evidence import RPC_403, RUN_SUMMARY_FAILED, STDIO_FAILE
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real" / "gh_aw_logs"
 IDS = ["run-conclusion", "mcp-tool-error-count", "mcp-tool-success-rate", "safe-output-error-count",
-       "context-growth-cached", "working-set-rebuild-factor-cached", "tool-call-count", "tool-error-count"]
+       "context-growth-cached", "working-set-rebuild-factor-cached", "tool-call-count", "tool-error-count",
+       "tokens-input", "tokens-output", "tokens-cache-read", "tokens-cache-write", "tokens-reasoning", "ai-credits",
+       "model-calls", "cost-per-tool-call"]
 
 
 def by_id(evidence: RunEvidence | None) -> dict[str, dict]:

@@ -109,7 +109,9 @@ def test_the_installed_registry_has_every_family() -> None:
     assert len(registry.grader_ids("trajectory")) == 22
     assert registry.grader_ids("observed") == (
         "run-conclusion", "mcp-tool-error-count", "mcp-tool-success-rate", "safe-output-error-count",
-        "context-growth-cached", "working-set-rebuild-factor-cached", "tool-call-count", "tool-error-count")
+        "context-growth-cached", "working-set-rebuild-factor-cached", "tool-call-count", "tool-error-count",
+        "tokens-input", "tokens-output", "tokens-cache-read", "tokens-cache-write", "tokens-reasoning", "ai-credits",
+        "model-calls", "cost-per-tool-call")
     assert sorted(registry.grader_ids()) == sorted((*registry.grader_ids("builtin"), *registry.grader_ids("trajectory"),
                                                     *registry.grader_ids("observed")))
     # A plan holds all but the observed family (source fleetgrade), which is graded beside it; where

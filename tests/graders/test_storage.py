@@ -3,6 +3,7 @@ the byte budget of what is fetched ahead, reads past the first chunk, and failur
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from graders.runs import storage
+from graders.runs.runfiles import UNREADABLE_DIR
 from graders.runs.storage import FleetRuns, Listed, RunReader, StorageError, list_run, run_files, walk_objects
 
 
@@ -89,16 +91,28 @@ def test_a_fleet_is_listed_in_name_order_its_folders_concurrently():
     assert grouping.stray == 1  # the README
 
 
-def test_a_folder_that_fails_to_list_raises_where_its_entries_would_come():
+@pytest.mark.parametrize("after", [0, 1], ids=["at-once", "after-a-page"])
+def test_a_folder_that_fails_to_list_is_listed_as_unreadable_where_its_entries_would_come(after):
+    """A workflow folder whose listing fails after retries (at once, or after a page) is one
+    unreadable folder in the listing, where its entries come, and the fleet's other folders are
+    listed: it becomes a run of its own, whose reading lists it again (and dead-letters it)."""
     class Failing(MemoryStore):
         def objects(self, prefix: str) -> Iterator[Listed]:
+            items = super().objects(prefix)
             if prefix.endswith("wf-2/"):
+                yield from itertools.islice(items, after)
                 raise StorageError(f"{prefix}: still failing after retrying for 1 s (HTTP 503)")
-            yield from super().objects(prefix)
+            yield from items
 
-    with pytest.raises(StorageError, match="wf-2/"):
-        list(walk_objects(Failing(_fleet()), "gs://bkt/fleet", ahead=2))
-
+    listed = list(walk_objects(Failing(_fleet()), "gs://bkt/fleet", ahead=2))
+    wf2 = [e.rel for e in listed if e.rel.startswith("wf-2/")]
+    assert wf2 == [*["wf-2/run-1/aw_info.json"][:after], "wf-2/."]
+    at = listed.index(Listed("wf-2/.", UNREADABLE_DIR, 0.0, None))
+    assert listed[at + 1].rel.startswith("wf/")  # where wf-2/'s entries end, before wf/'s
+    assert [e.rel for e in listed if e.rel.startswith("wf/")] == sorted(
+        n.removeprefix("bkt/fleet/") for n in _fleet() if n.startswith("bkt/fleet/wf/"))
+    runs = dict(FleetRuns("gs://bkt/fleet").runs(e[:3] for e in listed))
+    assert runs["wf-2"] == [(".", UNREADABLE_DIR, 0.0)]
 
 def test_each_file_is_one_request_read_twice_or_not():
     store = MemoryStore(_fleet())

@@ -86,6 +86,52 @@ SAMPLES = [
     ("agy/ghaw-agy-ci/agy.jsonl", "agy", "agy", 2, 0),
     ("aw_session/ghaw-pi-claude-two-subagents/aw_session.jsonl", "aw-session", "pi", 5, 0),
 ]
+# The run's tokens by an independent rule (jq over the sample's records, as JQ above): [fresh input,
+# output, cache read, cache write], null when the log states no usage. Claude's stream: the result's
+# modelUsage (every model's bill; a response's streamed records stop short of its output); Agy: the
+# result's usage (the steps may leave calls out); GPT models count cached tokens inside their input.
+_ROLLOUT_LAST = ('[.[] | select(.type=="event_msg" and .payload.type=="token_count" and .payload.info.total_token_usage) '
+                 '| .payload.info] | reduce .[] as $x ({prev: null, l: []}; ($x.total_token_usage | [.input_tokens, '
+                 '.cached_input_tokens, .output_tokens]) as $k | if $k == .prev then . else {prev: $k, l: (.l + '
+                 '[$x.last_token_usage])} end) | .l')
+JQ_TOKENS = {
+    "claude-stream-json": ('[.[] | select(.type=="result") | .modelUsage // empty | to_entries[] | .value] | if length == 0 '
+                           'then null else [map(.inputTokens), map(.outputTokens), map(.cacheReadInputTokens), '
+                           'map(.cacheCreationInputTokens)] | map(add) end'),
+    "codex-exec": ('[.[] | select(.type=="turn.completed") | .usage] | if length == 0 then null else [map(.input_tokens '
+                   '- (.cached_input_tokens // 0)), map(.output_tokens), map(.cached_input_tokens // 0), '
+                   'map(.cache_write_input_tokens // 0)] | map(add) end'),
+    "codex-rollout": (f'{_ROLLOUT_LAST} | if length == 0 then null else [map(.input_tokens - .cached_input_tokens), '
+                      'map(.output_tokens), map(.cached_input_tokens), map(0)] | map(add) end'),
+    "gemini-chat": ('[.[0].messages[] | select(.type=="gemini" and .tokens) | .tokens] | if length == 0 then null else '
+                    '[map(.input - .cached), map(.output), map(.cached), map(0)] | map(add) end'),
+    "opencode": ('[.[] | .part | select(.type=="step-finish")] | unique_by(.id) | map(.tokens) | if length == 0 then '
+                 'null else [map(.input), map(.output), map(.cache.read), map(.cache.write)] | map(add) end'),
+    "goose": ('[.[] | select(.type=="complete")] | if length == 0 then null else last | [.input_tokens - '
+              '.cache_read_input_tokens - .cache_write_input_tokens, .output_tokens, .cache_read_input_tokens, '
+              '.cache_write_input_tokens] end'),
+    "agy": ('[.[] | select(.event=="result") | .result.usage] | if length == 0 then null else last | '
+            '[.input_tokens, .output_tokens, .cache_read_tokens, 0] end'),
+    "aw-session": ('[.[] | select(.type=="firewall.token_usage" and .provenance.phase != "detection") | .data | .model '
+                   'as $m | .usage | [if ($m | startswith("gpt")) then .inputTokens - .cacheReadInputTokens else '
+                   '.inputTokens end, .outputTokens, .cacheReadInputTokens, .cacheCreationInputTokens]] | if length '
+                   '== 0 then null else transpose | map(add) end'),
+}
+# sample -> (the tokens JQ_TOKENS gives, the model calls the log shows), None: the log states no usage.
+TOKENS: dict[str, tuple[tuple[int, int, int, int], int] | None] = {
+    SAMPLES[0][0]: ((7584, 3704, 85759, 43679), 8),  # distinct message ids: 5 Sonnet, 3 Haiku
+    SAMPLES[1][0]: ((10, 2, 0, 0), 1),
+    SAMPLES[2][0]: None,
+    SAMPLES[3][0]: ((7626, 300, 14848, 0), 3),
+    SAMPLES[4][0]: None,
+    SAMPLES[5][0]: ((34032, 2004, 1557376, 0), 13),
+    SAMPLES[6][0]: ((25301, 1441, 62117, 0), 9),
+    SAMPLES[7][0]: ((23222, 53, 22912, 0), 2),
+    SAMPLES[8][0]: ((6, 2, 4, 0), 1),
+    SAMPLES[9][0]: ((6, 2, 4, 0), 1),
+    SAMPLES[10][0]: ((79491, 4742, 298918, 0), 2),  # the two finished steps that state usage
+    SAMPLES[11][0]: ((11860, 1149, 36503, 17120), 9),
+}
 CHATTER = [b"[entrypoint] starting the agent container", b"", b"   Downloading tools...",
            b"::group::agent output", b"warning: something unrelated {not json}"]
 
@@ -188,6 +234,48 @@ def test_the_stated_counts_are_the_jq_rules(sample: str, kind: str, calls: int, 
     assert (jq(JQ[kind][0]), jq(JQ[kind][1])) == (calls, errors)
 
 
+@pytest.mark.parametrize("sample", [s[0] for s in SAMPLES], ids=[s[0].split("/")[1] for s in SAMPLES])
+def test_token_totals_equal_the_independent_count(graded, sample: str) -> None:
+    """The runs row's cost columns (the cost graders' values) for the sample as a session file and
+    as a gh-aw run's engine stdout: the jq rule's tokens; none at all (null, never 0) for a log
+    without usage. Model calls need per-call records: an engine's stdout in a run gives totals only."""
+    out, where, _ = graded
+    con = connect(str(out))
+    engine = dict((s[0], s[2]) for s in SAMPLES)[sample]
+    expected = TOKENS[sample]
+    for root in [where[sample]] + ([where[sample + "@run"]] if engine is not None else []):
+        row = con.execute("SELECT tokens_input, tokens_output, tokens_cache_read, tokens_cache_write, model_calls, "
+                          "ai_credits, models FROM runs WHERE root = ?", [root]).fetchone()
+        session = root == where[sample] or sample.endswith("aw_session.jsonl")
+        if expected is None:
+            assert row == (None,) * 7, root
+            continue
+        tokens, calls = expected
+        assert row[:4] == tokens, root
+        assert row[4] == (calls if session else None), root
+        if sample.endswith("aw_session.jsonl"):  # the firewall's running total of the agent phase
+            assert row[5] == pytest.approx(2.812022)
+        else:
+            assert row[5] is None, root  # no log here states AI Credits: never priced, never 0
+    if sample == SAMPLES[0][0]:
+        mix = con.execute("SELECT models FROM runs WHERE root = ?", [where[sample]]).fetchone()[0]
+        assert sorted((m["model"], m["calls"]) for m in mix) == [("claude-haiku-4-5-20251001", 3),
+                                                                ("claude-sonnet-4-5-20250929", 5)]
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is installed by tools/system_deps.py")
+@pytest.mark.parametrize("sample", [s[0] for s in SAMPLES], ids=[s[0].split("/")[1] for s in SAMPLES])
+def test_the_stated_tokens_are_the_jq_rules(sample: str) -> None:
+    kind = dict((s[0], s[1]) for s in SAMPLES)[sample]
+    data = (REAL / sample).read_bytes()
+    if not sample.endswith(".json"):
+        data = subprocess.run(["jq", "-R", "fromjson? // empty"], input=data, capture_output=True, check=True).stdout
+    found = json.loads(subprocess.run(["jq", "-s", "-c", JQ_TOKENS[kind]], input=data, capture_output=True,
+                                      check=True).stdout)
+    expected = TOKENS[sample]
+    assert found == (None if expected is None else list(expected[0]))
+
+
 def test_the_engines_native_calls_reach_the_trace_rules(graded) -> None:
     out, where, _ = graded
     con = connect(str(out))
@@ -212,6 +300,7 @@ def test_token_totals_say_whether_input_includes_cache() -> None:
         return session.tokens.to_dict()
 
     claude = totals(SAMPLES[0][0])
-    assert (claude["input"], claude["cache_read"], claude["input_includes_cache"]) == (16, 58826, False)
+    # The result's modelUsage, every model's (its ``usage`` is the main thread's: 16 and 58,826).
+    assert (claude["input"], claude["cache_read"], claude["input_includes_cache"]) == (7584, 85759, False)
     codex = totals(SAMPLES[5][0])
     assert codex["input_includes_cache"] is True and codex["input"] >= codex["cache_read"]

@@ -11,16 +11,18 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
 from tests.conftest import REPO
-from tools.gcs_server import Proxy, free_port, kind, serve
+from tools.gcs_server import DROP, Proxy, free_port, kind, serve
 
 FLEET = REPO / "examples" / "fleet"
 BUCKET = "fleet-bucket"
@@ -143,51 +145,63 @@ def test_gs_without_credentials_is_one_line_naming_how_to_provide_them(tmp_path)
 
 
 class _Flaky:
-    """Every request answered 503 (a listing 429) the first time it is made; every download of
-    the broken run's files 503 always."""
+    """The first try of every request (listings, downloads, uploads, deletes, the lock's
+    compare-and-swap) is answered 429, 500 or 503 or has its connection dropped, in turn; every
+    download of the broken run's files fails always (503), and so does every listing of the
+    unlistable workflow folder."""
 
-    def __init__(self, broken: str) -> None:
-        self.broken = broken
+    FIRST = (429, 500, 503, DROP)
+
+    def __init__(self, broken: str, unlistable: str) -> None:
+        self.broken, self.unlistable = broken, unlistable
         self.seen: set[tuple[str, str]] = set()
-        self.injected = 0
+        self.injected: Counter[int] = Counter()
 
     def __call__(self, method: str, path: str) -> int | None:
-        if self.broken in path and kind(method, path) == "media":
-            self.injected += 1
+        what = kind(method, path)
+        if (self.broken in path and what == "media") or (self.unlistable in path and what == "list"):
+            self.injected[503] += 1
             return 503
         if (method, path) in self.seen:
             return None
         self.seen.add((method, path))
-        self.injected += 1
-        return 429 if kind(method, path) == "list" else 503
+        status = self.FIRST[len(self.seen) % len(self.FIRST)]
+        self.injected[status] += 1
+        return status
 
 
-def test_429_and_503_are_retried_and_an_unreadable_run_is_its_own_dead_letter(tmp_path, monkeypatch):
-    """Issue 39: every request fails once (429 or 503) and is retried with back-off; the files of
-    one run keep failing, so that run is a dead letter naming the object after its retries, and
-    the job grades the others as it would without faults."""
+def test_transient_failures_are_retried_and_what_keeps_failing_is_its_own_dead_letter(tmp_path, monkeypatch):
+    """Issue 39: every request fails once (429, 500, 503 or a dropped connection) and is retried
+    with back-off; the files of one run keep failing, and so does the listing of one workflow
+    folder: each is a dead letter naming the object and the error after its retries, and the job
+    grades the other runs as it would without faults (inputs = graded + dead-lettered)."""
     fleet = tmp_path / "fleet"
     runs = sorted((FLEET / "ci-doctor").glob("run-7*"))[:3]
     for run in runs:
         shutil.copytree(run, fleet / "ci-doctor" / run.name)
+    unlisted = sorted((FLEET / "issue-triage").glob("run-*"))[0]
+    shutil.copytree(unlisted, fleet / "issue-triage" / unlisted.name)
     broken = runs[1].name
-    flaky = _Flaky(f"%2F{broken}%2F")
-    monkeypatch.setenv("FLEETGRADE_GCS_RETRY_SECONDS", "4")
+    flaky = _Flaky(f"%2F{broken}%2F", "prefix=flaky-fleet%2Fissue-triage%2F&")
+    monkeypatch.setenv("FLEETGRADE_GCS_RETRY_SECONDS", "2")
     with serve((BUCKET,), fault=flaky) as (url, _):
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
         upload_tree(fleet, "flaky-fleet")
         flaky.seen.clear()
+        flaky.injected.clear()
         assert main(["run", "--input", f"gs://{BUCKET}/flaky-fleet", "--output", f"gs://{BUCKET}/flaky-out",
                      "--log-level", "ERROR"]) == 0
-        tables = {}
+        tables: dict[str, list[pa.Table]] = {}
         for blob in client().list_blobs(BUCKET, prefix="flaky-out/"):
             table = blob.name.split("/")[1]
             tables.setdefault(table, []).append(pq.read_table(io.BytesIO(blob.download_as_bytes())))
-    assert flaky.injected > 50
+    assert all(flaky.injected[status] > 10 for status in _Flaky.FIRST), flaky.injected
     graded = sorted(r["run_id"] for t in tables["runs"] for r in t.to_pylist())
     assert graded == sorted(r.name.removeprefix("run-") for r in runs if r.name != broken)
-    [dead] = [r for t in tables["dead_letter"] for r in t.to_pylist()]
-    assert dead["input"] == f"gs://{BUCKET}/flaky-fleet/ci-doctor/{broken}"
-    assert dead["error_class"] == "StorageError"
-    assert f"gs://{BUCKET}/flaky-fleet/ci-doctor/{broken}/" in dead["message"]
-    assert dead["message"].endswith("still failing after retrying for 4 s (HTTP 503)"), dead["message"]
+    dead = {r["input"]: r for t in tables["dead_letter"] for r in t.to_pylist()}
+    assert sorted(dead) == [f"gs://{BUCKET}/flaky-fleet/ci-doctor/{broken}", f"gs://{BUCKET}/flaky-fleet/issue-triage"]
+    for row in dead.values():
+        assert row["error_class"] == "StorageError"
+        assert row["message"].endswith("still failing after retrying for 2 s (HTTP 503)"), row["message"]
+    assert f"gs://{BUCKET}/flaky-fleet/ci-doctor/{broken}/" in dead[f"gs://{BUCKET}/flaky-fleet/ci-doctor/{broken}"]["message"]
+    assert dead[f"gs://{BUCKET}/flaky-fleet/issue-triage"]["message"].startswith(f"gs://{BUCKET}/flaky-fleet/issue-triage/:")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from graders.families.observed import observed_plan
 from graders.grading.engine import results_document
 from graders.grading.plan import PlanSet, default_plan
 from graders.one_run import RunGrader
@@ -96,7 +97,7 @@ def test_the_failed_run_fails_its_conclusion_and_counts_its_mcp_errors(output: P
     first, graders = con.execute("""SELECT min(grader_index) FILTER (WHERE source = 'fleetgrade'),
                                     (SELECT graders FROM runs WHERE run_id = '5001')
                                     FROM grader_results WHERE run_id = '5001'""").fetchone()
-    assert first == len(default_plan().enabled) and graders == first + 8
+    assert first == len(default_plan().enabled) and graders == first + len(observed_plan().entries)
 
 
 def test_the_failed_run_is_a_trace_fail(output: Path) -> None:

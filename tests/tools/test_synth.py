@@ -177,9 +177,68 @@ def test_a_planted_shift_changes_only_the_shifted_runs(tmp_path):
     assert files and all(a[k] == b.get(k) for k in files), "a run dated before the shift is as it was"
 
 
+def _usage_records(root: Path, folder: str) -> list[dict]:
+    return [json.loads(x) for f in sorted((root / folder).rglob("token-usage.jsonl"))
+            for x in f.read_text().splitlines() if '"_schema"' in x]  # AWF's records (not a stale copy's)
+
+
+def test_a_planted_spend_jump_multiplies_only_the_shifted_runs_credits(tmp_path):
+    base = ["--runs", "80", "--seed", "2", "--days", "10", "--malformed-rate", "0"]
+    assert synth_main([*base, "--out", str(tmp_path / "a")]) == 0
+    assert synth_main([*base, "--out", str(tmp_path / "b"), "--shift", "ci-doctor:ai-credits:2026-11-25:2"]) == 0
+    a, b = digests(tmp_path / "a"), digests(tmp_path / "b")
+    changed = {k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and k != MANIFEST}
+    assert changed and all(k.startswith("ci-doctor/") and k.endswith(("token-usage.jsonl", "agent_usage.json"))
+                           for k in changed)
+    for folder in sorted({k.rsplit("/sandbox", 1)[0].removesuffix("/agent_usage.json") for k in changed}):
+        info = json.loads((tmp_path / "a" / folder / "aw_info.json").read_text())
+        assert info["created_at"] >= "2026-11-25"
+        before, after = _usage_records(tmp_path / "a", folder), _usage_records(tmp_path / "b", folder)
+        assert [{k: v for k, v in r.items() if not k.startswith("ai_credits")} for r in before] == \
+            [{k: v for k, v in r.items() if not k.startswith("ai_credits")} for r in after]  # same calls and tokens
+        for x, y in zip(before, after, strict=True):
+            assert y["ai_credits_this_response"] == pytest.approx(2 * x["ai_credits_this_response"], abs=2e-6)
+
+
+def test_token_records_are_billed_as_awf_bills_them(tmp_path):
+    assert synth_main(["--runs", "60", "--seed", "4", "--days", "4", "--malformed-rate", "0", "--out",
+                       str(tmp_path / "f")]) == 0
+    records, runs = [], 0
+    for usage in sorted((tmp_path / "f").rglob("agent_usage.json")):
+        run = usage.parent
+        recs = [json.loads(x) for f in run.rglob("token-usage.jsonl") for x in f.read_text().splitlines()
+                if '"_schema"' in x]
+        if not recs:
+            continue
+        runs += 1
+        records += recs
+        doc = json.loads(usage.read_text())
+        for key in ("output_tokens", "cache_read_tokens", "cache_write_tokens"):
+            assert doc[key] == sum(int(r[key]) for r in recs), key  # gh-aw's sums, router included
+        if "ai_credits" in doc:
+            totals = [r["ai_credits_total"] for r in recs]
+            assert doc["ai_credits"] == totals[-1] == pytest.approx(sum(r["ai_credits_this_response"] for r in recs))
+    assert runs > 30
+    assert len({r["model"] for r in records}) >= 4  # the workflows' models, subagents' and the router's
+    claude = [r for r in records if r["model"].startswith("claude") and r["cache_read_tokens"]]
+    gpt = [r for r in records if r["model"].startswith("gpt") and r["cache_read_tokens"]]
+    assert claude and all(r["cache_read_tokens"] + r["cache_write_tokens"] > int(r["input_tokens"]) for r in claude)
+    assert gpt and all(int(r["input_tokens"]) >= r["cache_read_tokens"] for r in gpt)  # OpenAI counts it inside
+    assert any(r.get("reasoning_tokens") for r in records if r["model"] == "gpt-5")
+    assert any(r.get("purpose") == "routing_classification" for r in records)
+    assert sum("ai_credits_this_response" in r for r in records) / len(records) > 0.85  # but a few older proxies
+
+
+def test_a_fleet_without_credit_fields(tmp_path):
+    assert synth_main(["--runs", "20", "--seed", "4", "--credit-rate", "0", "--out", str(tmp_path / "f")]) == 0
+    texts = [p.read_text(errors="replace") for p in (tmp_path / "f").rglob("*.json*")]
+    assert texts and not any("ai_credits" in t for t in texts)
+
+
 @pytest.mark.parametrize("shift", ["ci-doctor:tool-success-rate:2026-11-25", "nope:retries:2026-11-25:0.1",
                                    "ci-doctor:loops:2026-11-25:0.1", "ci-doctor:retries:2026-13-01:0.1",
-                                   "ci-doctor:retries:2026-11-25:2"])
+                                   "ci-doctor:retries:2026-11-25:2", "ci-doctor:ai-credits:2026-11-25:0",
+                                   "ci-doctor:ai-credits:2026-11-25:-2", "ci-doctor:ai-credits:2026-11-25:5000"])
 def test_a_bad_shift_is_a_usage_error(tmp_path, capsys, shift):
     assert synth_main(["--runs", "5", "--out", str(tmp_path / "x"), "--shift", shift]) == 2
     assert capsys.readouterr().err.startswith("python -m tools.synth: --shift ")

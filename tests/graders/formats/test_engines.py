@@ -86,6 +86,29 @@ def test_claude_stream_permission_denial_fails_its_call() -> None:
     assert (call.ok, call.error) == (False, "permission denied")
 
 
+def test_claude_streamed_usage_keeps_a_responses_last_record_and_the_result_bills_every_model() -> None:
+    """A response is written once per content block, its output as far as streaming went: the last
+    record counts. The result's modelUsage (subagents' models too) is the bill the cost graders read."""
+    first, later = _use("a", "t1"), _use("a", "t2")
+    later["message"]["id"] = first["message"]["id"]
+    later["message"]["usage"] = {**first["message"]["usage"], "output_tokens": 40}
+    sub = _use("a", "t3", parent="t1")
+    sub["message"]["model"] = "claude-small"
+    result = {"type": "result", "subtype": "success", "session_id": "a",
+              "usage": {"input_tokens": 3, "output_tokens": 45, "cache_read_input_tokens": 100},
+              "modelUsage": {"claude-x": {"inputTokens": 3, "outputTokens": 52, "cacheReadInputTokens": 100,
+                                          "cacheCreationInputTokens": 7},
+                             "claude-small": {"inputTokens": 4, "outputTokens": 9, "cacheReadInputTokens": 0,
+                                              "cacheCreationInputTokens": 0}}}
+    s = one("s.jsonl", lines(_init("a"), first, later, sub, result))
+    assert [(u.model, u.output) for u in s.usage] == [("claude-x", 40), ("claude-small", 5)]
+    assert [(b.model, b.input, b.output, b.cache_read, b.cache_write, b.requests) for b in s.billed] == [
+        ("claude-small", 4, 9, 0, 0, 1), ("claude-x", 3, 52, 100, 7, 1)]
+    assert s.tokens is not None and (s.tokens.input, s.tokens.output, s.tokens.source) == (7, 61, "result.modelUsage")
+    transcript = one("t.jsonl", (REAL / "claude_code/spotter-tool-heavy/tool_heavy.jsonl").read_bytes())
+    assert sum(u.output for u in transcript.usage) == 212  # each message id's last line (its first lines': 64)
+
+
 # ---- Codex ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("output", "failed"), [
@@ -276,7 +299,7 @@ def test_every_real_sample_is_claimed_by_its_format_alone() -> None:
     file_formats = [f for f in formats() if not f.folder]
     for path in sorted(REAL.rglob("*")):
         if path.suffix not in (".jsonl", ".json", ".log") or "gh_aw_logs" in path.parts[-4:-1] \
-                or path.name in ("token-usage.jsonl", "agent_usage.json", "aw_info.json", "model-routing.jsonl"):
+                or path.name in ("token-usage.jsonl", "agent_usage.json", "aw_info.json", "model-routing.jsonl", "summary.json"):
             continue
         rel = path.relative_to(REAL).as_posix()
         head = path.read_bytes()[:65536]
