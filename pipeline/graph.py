@@ -18,6 +18,7 @@ from graders.stats.outliers import DEFAULT_DAYS, DEFAULT_FACTOR
 from schemas.state_table import STATE_TABLE
 from transforms.cost import CostOutliers
 from transforms.grade import Grade
+from transforms.incremental import forget_damaged
 from transforms.sink import TableWrites, WriteTables
 from transforms.stages import Prepare, ReadRuns, TraceVerdicts, TrackState
 from transforms.stats import DEFAULT_BASELINE, DEFAULT_WINDOW, FleetStats
@@ -46,6 +47,7 @@ def build(
     ``regression_window``/``regression_baseline`` are the days of the ``regressions`` windows;
     ``outlier_factor``/``outlier_days`` the k and N of ``cost_outliers``.
     """
+    forget_damaged()  # each job names the damaged files it meets
     cfg = trace_config or default_config()
     found = p | "ReadRuns" >> ReadRuns(input_base, output, plans, cfg, full, since, until)
     prepared = found["runs"] | "Prepare" >> Prepare(input_base, since, until)

@@ -91,7 +91,23 @@ def read_table_rows(output: str, table: str,
 
 
 def _warn_damaged(exc: DamagedOutput) -> None:
-    LOG.warning("%s; left out, and what it recorded is regraded", exc)
+    name_damaged(exc, "left out, and what it recorded is regraded")
+
+
+# Several stages may read one partition back (the sink, the statistics, cost_outliers): each
+# damaged file is named in one line per job (graph.build starts a job with forget_damaged).
+_NAMED: set[str] = set()
+
+
+def name_damaged(exc: DamagedOutput, consequence: str) -> None:
+    """One warning line naming a damaged output file and what the job does about it, once."""
+    if exc.path not in _NAMED:
+        _NAMED.add(exc.path)
+        LOG.warning("%s; %s", exc, consequence)
+
+
+def forget_damaged() -> None:
+    _NAMED.clear()
 
 
 def _with_partition(table: str, rows: list[dict[str, Any]], workflow: str | None,
@@ -305,7 +321,7 @@ def stored_rows(output: str, table: str, workflow: str | None, date: str | None)
             return []
         return decode_table(table, data, path)
     except DamagedOutput as exc:
-        LOG.warning("%s; left out, and the runs it held are regraded", exc)
+        name_damaged(exc, "left out, and the runs it held are regraded")
         return None
 
 
@@ -323,7 +339,7 @@ def stored_rows_of(output: str, table: str, kv: tuple[Partition, Iterable[RunIde
             return
         rows = decode_table(table, data, path)
     except DamagedOutput as exc:
-        LOG.warning("%s; the runs it held are regraded", exc)
+        name_damaged(exc, "the runs it held are regraded")
         yield beam.pvalue.TaggedOutput(DAMAGED, touch(table, workflow, date))
         return
     for row in _with_partition(table, rows, workflow, date):

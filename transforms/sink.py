@@ -49,7 +49,7 @@ from transforms.beamfiles import (
     write_file,
 )
 from transforms.heap import tune_heap
-from transforms.incremental import read_stored
+from transforms.incremental import name_damaged, read_stored
 from transforms.output_lock import STAGING, check_holder, refuse_links
 from transforms.staging import PartitionKey, StageRows, read_chunks
 
@@ -143,7 +143,7 @@ class _WritePartition(beam.DoFn):
                 stored = decode_table(table, existing, join(self.output, rel))
         except DamagedOutput as exc:
             # Its rows are lost: rewritten from this job's, and the runs it held regraded (commit).
-            LOG.warning("%s; rewritten from this job's rows, and the runs it held are regraded", exc)
+            name_damaged(exc, "rewritten from this job's rows, and the runs it held are regraded")
             self.damaged.inc()
             existing = existing if isinstance(existing, bytes) else b""  # replaced (or deleted) whatever it is
             yield DAMAGED, rel
