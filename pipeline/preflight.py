@@ -83,13 +83,14 @@ def check_output(output: str, options: PipelineOptions | None = None) -> str:
     return f"output {output} writable"
 
 
-def check_credentials() -> str:
-    """Google credentials for gs://, looked up once, up front, with no retries: a missing one is
-    one line saying how to provide it (Beam's own lookup retries for minutes, with tracebacks)."""
+def check_credentials(place: str) -> str:
+    """Google credentials for gs://, looked up once, up front, with no retries: a missing or
+    unusable one is one line saying how to provide it and naming ``place``, the gs:// path that
+    needs it (Beam's own lookup retries for minutes, with tracebacks)."""
     try:
         credentials()
     except NoCredentials as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(str(exc), place) from exc
     return "gs:// credentials"
 
 
@@ -165,7 +166,7 @@ def check_places(input_base: str, output: str, allow_empty: bool,
     remote = options is not None
     checked = []
     if remote and (is_gcs(output) or is_gcs(input_base)):  # after Beam's options, before its first request
-        checked.append(check_credentials())
+        checked.append(check_credentials(input_base if is_gcs(input_base) else output))
     if is_gcs(output) == remote:
         checked.append(check_output(output, options))
     if is_gcs(input_base) == remote:

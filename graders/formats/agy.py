@@ -21,6 +21,7 @@ from graders.formats.session import (
     error_text,
     json_lines,
     kind_of,
+    stated,
     text,
 )
 from graders.grading.registry import input_format
@@ -63,7 +64,7 @@ def read_session(source: Source) -> list[Session]:
             if state in _DONE and isinstance(u, dict) and key not in steps:
                 steps.add(key)
                 s.usage.append(Usage(None, count(u.get("input_tokens")), count(u.get("output_tokens")),
-                                     count(u.get("cache_read_tokens"))))
+                                     count(u.get("cache_read_tokens")), reasoning=stated(u.get("thinking_tokens"))))
         elif event == "result":
             s.status = text(body.get("status"))
             if s.status is not None and s.status.upper() not in _DONE:
@@ -71,9 +72,11 @@ def read_session(source: Source) -> list[Session]:
             u = as_dict(body.get("usage"))
             if u:
                 s.tokens = TokenTotals(count(u.get("input_tokens")), count(u.get("output_tokens")),
-                                       count(u.get("cache_read_tokens")), 0, None, "result.usage")
+                                       count(u.get("cache_read_tokens")), 0, None, "result.usage",
+                                       stated(u.get("thinking_tokens")))
                 # The run's bill: the finished steps' usage may leave calls out (a subset stream).
-                s.billed = [Usage(None, s.tokens.input, s.tokens.output, s.tokens.cache_read)]
+                s.billed = [Usage(None, s.tokens.input, s.tokens.output, s.tokens.cache_read,
+                                  reasoning=s.tokens.reasoning)]
     s.calls = book.calls
     s.tokens = s.tokens or TokenTotals.of_usage(s.usage, None, "sum of step_update usage")
     for b in s.billed:  # the model calls: the finished steps that state their usage (at least one)

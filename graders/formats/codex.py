@@ -32,6 +32,7 @@ from graders.formats.session import (
     error_text,
     json_lines,
     kind_of,
+    stated,
     text,
 )
 from graders.grading.registry import input_format
@@ -142,7 +143,8 @@ def read_exec(source: Source) -> list[Session]:
             u = as_dict(o.get("usage"))
             total, cached = count(u.get("input_tokens")), count(u.get("cached_input_tokens"))
             usage.append(Usage(None, max(0, total - cached), count(u.get("output_tokens")), cached,
-                               count(u.get("cache_write_input_tokens"))))
+                               count(u.get("cache_write_input_tokens")),
+                               reasoning=stated(u.get("reasoning_output_tokens"))))
         elif kind in ("turn.failed", "error"):
             errors += 1
         elif kind.startswith("item."):
@@ -247,7 +249,7 @@ class _Rollout:
                 self.total = now
                 fresh, cached = count(last.get("input_tokens")), count(last.get("cached_input_tokens"))
                 self.session.usage.append(Usage(self.model, max(0, fresh - cached), count(last.get("output_tokens")),
-                                                cached))
+                                                cached, reasoning=stated(last.get("reasoning_output_tokens"))))
         elif kind == "patch_apply_end" and p.get("success") is False:
             self._fail(cid, "patch not applied: " + str(p.get("stderr") or "")[:150])
         elif kind == "mcp_tool_call_end" and "Err" in as_dict(p.get("result")):

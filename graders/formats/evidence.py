@@ -993,7 +993,7 @@ def session_evidence(session: Session, unified: RunFiles | None = None) -> RunEv
 def engine_totals(tokens: TokenTotals, source: str) -> UsageTotals:
     """An engine log's run totals as the cost graders read them (no router call in them)."""
     return UsageTotals(f"{source} ({tokens.source})" if tokens.source else source, tokens.input, tokens.output,
-                       tokens.cache_read, tokens.cache_write, None, "", tokens.input_includes_cache, False)
+                       tokens.cache_read, tokens.cache_write, tokens.reasoning, "", tokens.input_includes_cache, False)
 
 
 def session_usage(session: Session) -> RunUsage:
@@ -1003,7 +1003,7 @@ def session_usage(session: Session) -> RunUsage:
     usage = session.billed or session.usage
     if usage:
         records = tuple(TokenRecord(u.input, u.output, u.cache_read, u.cache_write, u.purpose or "", u.model or "",
-                                    include_cache=False) for u in usage)
+                                    u.reasoning, include_cache=False) for u in usage)
         weights = tuple(u.requests for u in usage)
         calls = CallRecords(session.source, records, 0, weights if any(w != 1 for w in weights) else ())
         return RunUsage(calls=calls, sources=(session.source,))

@@ -28,6 +28,7 @@ from graders.formats.session import (
     error_text,
     json_lines,
     kind_of,
+    stated,
     text,
 )
 from graders.grading.registry import input_format
@@ -153,7 +154,7 @@ def read_chat(source: Source) -> list[Session]:
             inp, cached = count(tokens.get("input")), count(tokens.get("cached"))
             model = m.get("model")
             session.usage.append(Usage(model if isinstance(model, str) else None, max(0, inp - cached),
-                                       count(tokens.get("output")), cached))
+                                       count(tokens.get("output")), cached, reasoning=stated(tokens.get("thoughts"))))
     session.calls = book.calls
     session.tokens = TokenTotals.of_usage(session.usage, True, "sum of gemini message tokens")
     return [session]

@@ -22,6 +22,7 @@ from graders.formats.session import (
     error_text,
     json_lines,
     kind_of,
+    stated,
     text,
 )
 from graders.grading.registry import input_format
@@ -69,7 +70,8 @@ def read_session(source: Source) -> list[Session]:
                 steps.add(key)
                 cache = as_dict(tokens.get("cache"))
                 s.usage.append(Usage(None, count(tokens.get("input")), count(tokens.get("output")),
-                                     count(cache.get("read")), count(cache.get("write"))))
+                                     count(cache.get("read")), count(cache.get("write")),
+                                     reasoning=stated(tokens.get("reasoning"))))
         elif kind == "error":
             s.delivered = False
             s.status = "error"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from graders.formats.ghaw.trace import run_from_ghaw_trace
 from graders.formats.model import Run, Step
+from graders.formats.usage import stated_sum
 from graders.jsrt.jscompat import js_stringify
 from graders.jsrt.jsonio import TOO_DEEP, JsonError, JsonTooDeep, parse_json
 
@@ -151,6 +152,7 @@ class TokenTotals:
     cache_write: int = 0
     input_includes_cache: bool | None = None
     source: str = ""
+    reasoning: int | None = None  # None: the log states none
 
     def to_dict(self) -> dict[str, Any]:
         return {"input": self.input, "output": self.output, "cache_read": self.cache_read,
@@ -165,7 +167,8 @@ class TokenTotals:
             return None
         read = sum(u.cache_read for u in usage)
         return cls(sum(u.input for u in usage) + (read if includes_cache else 0), sum(u.output for u in usage),
-                   read, sum(u.cache_write for u in usage), includes_cache, source)
+                   read, sum(u.cache_write for u in usage), includes_cache, source,
+                   stated_sum([u.reasoning for u in usage]))
 
     @classmethod
     def add(cls, totals: Sequence[TokenTotals]) -> TokenTotals | None:
@@ -173,7 +176,8 @@ class TokenTotals:
         if not totals:
             return None
         return cls(sum(t.input for t in totals), sum(t.output for t in totals), sum(t.cache_read for t in totals),
-                   sum(t.cache_write for t in totals), totals[0].input_includes_cache, totals[0].source)
+                   sum(t.cache_write for t in totals), totals[0].input_includes_cache, totals[0].source,
+                   stated_sum([t.reasoning for t in totals]))
 
 
 @dataclass(slots=True)
@@ -189,6 +193,7 @@ class Usage:
     purpose: str | None = None
     agent: str | None = None
     requests: int = 1  # an aggregate record (Copilot ``session.shutdown``) stands for several
+    reasoning: int | None = None  # reasoning tokens, where the log states them (the cost graders')
 
     def __post_init__(self) -> None:
         _kept()
@@ -544,6 +549,14 @@ def text(value: Any) -> str | None:
     if isinstance(value, str) and value.strip():
         return value.strip()
     return None
+
+
+def stated(value: Any) -> int | None:
+    """A count a record may leave out: :func:`count` of a number or digit string, else None."""
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) or (isinstance(value, str)
+                                                                           and value.strip().isdigit())):
+        return None
+    return count(value)
 
 
 def count(value: Any) -> int:

@@ -456,7 +456,7 @@ def call_totals(calls: CallRecords, marks: Sequence[str]) -> CallTotals:
             excluded[r.purpose] += w
     return CallTotals(
         calls.source, sum(agent_weights), sum(f for f, _ in fresh_agent), sum(r.output for r in agent),
-        sum(r.cache_read for r in agent), sum(r.cache_write for r in agent), _stated_sum([r.reasoning for r in agent]),
+        sum(r.cache_read for r in agent), sum(r.cache_write for r in agent), stated_sum([r.reasoning for r in agent]),
         sum(w for (_, inc), w in zip(fresh_agent, agent_weights, strict=True) if inc),
         tuple(sorted(models.items(), key=lambda kv: (-kv[1], kv[0]))),
         dict(sorted(excluded.items())),
@@ -465,7 +465,7 @@ def call_totals(calls: CallRecords, marks: Sequence[str]) -> CallTotals:
         calls.duplicates)
 
 
-def _stated_sum(values: Sequence[int | None]) -> int | None:
+def stated_sum(values: Sequence[int | None]) -> int | None:
     """The sum of the counts stated; None when none is."""
     stated = [v for v in values if v is not None]
     return sum(stated) if stated else None

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,20 +118,34 @@ JQ_TOKENS = {
                    '.inputTokens end, .outputTokens, .cacheReadInputTokens, .cacheCreationInputTokens]] | if length '
                    '== 0 then null else transpose | map(add) end'),
 }
-# sample -> (the tokens JQ_TOKENS gives, the model calls the log shows), None: the log states no usage.
-TOKENS: dict[str, tuple[tuple[int, int, int, int], int] | None] = {
-    SAMPLES[0][0]: ((7584, 3704, 85759, 43679), 8),  # distinct message ids: 5 Sonnet, 3 Haiku
-    SAMPLES[1][0]: ((10, 2, 0, 0), 1),
+# Reasoning tokens where the log states them (null: it states none; 0 when it says 0).
+_SUM = "if length == 0 then null else add end"
+JQ_REASONING = {
+    "claude-stream-json": "null",
+    "codex-exec": f'[.[] | select(.type=="turn.completed") | .usage.reasoning_output_tokens // empty] | {_SUM}',
+    "codex-rollout": f"{_ROLLOUT_LAST} | map(.reasoning_output_tokens // empty) | {_SUM}",
+    "gemini-chat": f'[.[0].messages[] | select(.type=="gemini") | .tokens.thoughts // empty] | {_SUM}',
+    "opencode": f'[.[] | .part | select(.type=="step-finish")] | unique_by(.id) | map(.tokens.reasoning // empty) | {_SUM}',
+    "goose": "null",
+    "agy": '[.[] | select(.event=="result") | .result.usage.thinking_tokens // empty] | last',
+    "aw-session": ('[.[] | select(.type=="firewall.token_usage" and .provenance.phase != "detection") | '
+                   f'.data.usage.reasoningOutputTokens // empty] | {_SUM}'),
+}
+# sample -> (the tokens JQ_TOKENS gives, JQ_REASONING's, the model calls the log shows); None: the log
+# states no usage.
+TOKENS: dict[str, tuple[tuple[int, int, int, int], int | None, int] | None] = {
+    SAMPLES[0][0]: ((7584, 3704, 85759, 43679), None, 8),  # distinct message ids: 5 Sonnet, 3 Haiku
+    SAMPLES[1][0]: ((10, 2, 0, 0), None, 1),
     SAMPLES[2][0]: None,
-    SAMPLES[3][0]: ((7626, 300, 14848, 0), 3),
+    SAMPLES[3][0]: ((7626, 300, 14848, 0), 128, 3),
     SAMPLES[4][0]: None,
-    SAMPLES[5][0]: ((34032, 2004, 1557376, 0), 13),
-    SAMPLES[6][0]: ((25301, 1441, 62117, 0), 9),
-    SAMPLES[7][0]: ((23222, 53, 22912, 0), 2),
-    SAMPLES[8][0]: ((6, 2, 4, 0), 1),
-    SAMPLES[9][0]: ((6, 2, 4, 0), 1),
-    SAMPLES[10][0]: ((79491, 4742, 298918, 0), 2),  # the two finished steps that state usage
-    SAMPLES[11][0]: ((11860, 1149, 36503, 17120), 9),
+    SAMPLES[5][0]: ((34032, 2004, 1557376, 0), 790, 13),
+    SAMPLES[6][0]: ((25301, 1441, 62117, 0), 2914, 9),
+    SAMPLES[7][0]: ((23222, 53, 22912, 0), 0, 2),
+    SAMPLES[8][0]: ((6, 2, 4, 0), None, 1),
+    SAMPLES[9][0]: ((6, 2, 4, 0), None, 1),
+    SAMPLES[10][0]: ((79491, 4742, 298918, 0), 3221, 2),  # calls: the two finished steps that state usage
+    SAMPLES[11][0]: ((11860, 1149, 36503, 17120), None, 9),
 }
 CHATTER = [b"[entrypoint] starting the agent container", b"", b"   Downloading tools...",
            b"::group::agent output", b"warning: something unrelated {not json}"]
@@ -245,13 +260,13 @@ def test_token_totals_equal_the_independent_count(graded, sample: str) -> None:
     expected = TOKENS[sample]
     for root in [where[sample]] + ([where[sample + "@run"]] if engine is not None else []):
         row = con.execute("SELECT tokens_input, tokens_output, tokens_cache_read, tokens_cache_write, model_calls, "
-                          "ai_credits, models FROM runs WHERE root = ?", [root]).fetchone()
+                          "ai_credits, models, tokens_reasoning FROM runs WHERE root = ?", [root]).fetchone()
         session = root == where[sample] or sample.endswith("aw_session.jsonl")
         if expected is None:
-            assert row == (None,) * 7, root
+            assert row == (None,) * 8, root
             continue
-        tokens, calls = expected
-        assert row[:4] == tokens, root
+        tokens, reasoning, calls = expected
+        assert row[:4] == tokens and row[7] == reasoning, root
         assert row[4] == (calls if session else None), root
         if sample.endswith("aw_session.jsonl"):  # the firewall's running total of the agent phase
             assert row[5] == pytest.approx(2.812022)
@@ -270,10 +285,12 @@ def test_the_stated_tokens_are_the_jq_rules(sample: str) -> None:
     data = (REAL / sample).read_bytes()
     if not sample.endswith(".json"):
         data = subprocess.run(["jq", "-R", "fromjson? // empty"], input=data, capture_output=True, check=True).stdout
-    found = json.loads(subprocess.run(["jq", "-s", "-c", JQ_TOKENS[kind]], input=data, capture_output=True,
-                                      check=True).stdout)
+    def jq(program: str) -> Any:
+        return json.loads(subprocess.run(["jq", "-s", "-c", program], input=data, capture_output=True, check=True).stdout)
+
     expected = TOKENS[sample]
-    assert found == (None if expected is None else list(expected[0]))
+    assert jq(JQ_TOKENS[kind]) == (None if expected is None else list(expected[0]))
+    assert jq(JQ_REASONING[kind]) == (None if expected is None else expected[1])
 
 
 def test_the_engines_native_calls_reach_the_trace_rules(graded) -> None:
