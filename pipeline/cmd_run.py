@@ -40,7 +40,8 @@ def handle(args: argparse.Namespace) -> int:
     preflight.check_window(args.since, args.until)
     validated = check_local(args)
     try:
-        plans = load_plans(args.graders, args.graders_dir, args.archived_evaluators, args.allow_unsandboxed)
+        plans = load_plans(args.graders, args.graders_dir, args.archived_evaluators, args.allow_unsandboxed,
+                           args.grader_timeout_limit)
         trace_config = load_trace_config(args.trace_config)
     except PlanLoadError as exc:
         raise UsageError(str(exc)) from exc

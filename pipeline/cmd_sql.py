@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.console import printable_lines
 from pipeline.errors import UsageError, literal_path
+from pipeline.interrupts import interruptible
 
 if TYPE_CHECKING:
     import duckdb
@@ -34,25 +35,29 @@ def handle(args: argparse.Namespace) -> int:
 
     literal_path(args.output, "the output folder")
     if not present_tables(args.output):
-        raise UsageError("no fleetgrade tables found", args.output, exit_code=1)
+        raise UsageError("no fleetgrade tables found", args.output)
     con = connect(args.output)
-    try:
-        rel = con.sql(args.query)
-        if rel is None:
-            return 0
-        if args.format == "table":
-            _table(rel)
-        elif args.format == "csv":
-            _csv(rel)
-        else:
-            import orjson
-
-            cols = rel.columns
-            rows = [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
-            sys.stdout.write(orjson.dumps(rows, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
+    try:  # the query runs in a thread, so that Ctrl-C interrupts it (pipeline/interrupts.py)
+        interruptible(con.interrupt, lambda: _answer(con, args.query, args.format))
     except duckdb.Error as exc:  # the query's mistake, or a damaged file it read
         raise explain(args.output, exc) from exc
     return 0
+
+
+def _answer(con: duckdb.DuckDBPyConnection, query: str, fmt: str) -> None:
+    rel = con.sql(query)
+    if rel is None:
+        return
+    if fmt == "table":
+        _table(rel)
+    elif fmt == "csv":
+        _csv(rel)
+    else:
+        import orjson
+
+        cols = rel.columns
+        rows = [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
+        sys.stdout.write(orjson.dumps(rows, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
 def _table(rel: duckdb.DuckDBPyRelation) -> None:

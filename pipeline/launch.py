@@ -81,7 +81,7 @@ def new_pipeline(args: argparse.Namespace, options: PipelineOptions) -> beam.Pip
 
 
 def run_pipeline(args: argparse.Namespace, options: PipelineOptions, p: beam.Pipeline,
-                 build: Callable[[beam.Pipeline], object]) -> PipelineResult | None:
+                 build: Callable[[beam.Pipeline], object], read_as: str = "graded") -> PipelineResult | None:
     """Build with ``build(p)`` and wait for the end; None for a dry run, which runs nothing.
 
     On a dry run the graph is built either way; Dataflow's runner then makes the job request
@@ -94,7 +94,8 @@ def run_pipeline(args: argparse.Namespace, options: PipelineOptions, p: beam.Pip
         else:  # the others would run the job: serialize the graph a runner would be handed
             p.to_runner_api()
         return None
-    with reporting(enabled=args.runner in LOCAL_RUNNERS):  # one line for the job; never on Dataflow
+    # One line for the job; never on Dataflow. ``read_as``: what a run read is to this command.
+    with reporting(enabled=args.runner in LOCAL_RUNNERS, read_as=read_as):
         result = p.run()
         result.wait_until_finish()
     return result
@@ -112,7 +113,8 @@ def run_locked(args: argparse.Namespace, options: PipelineOptions, p: beam.Pipel
     try:
         with output_lock(args.output, job, command):
             upgrade_output(args.output)  # an older fleetgrade's column types, before anything reads them
-            return run_pipeline(args, options, p, lambda q: build(q, job))
+            return run_pipeline(args, options, p, lambda q: build(q, job),
+                                "graded" if command == "run" else "to regrade")
     except OutputError as exc:
         raise UsageError(str(exc), exit_code=exc.exit_code) from exc
 

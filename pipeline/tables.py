@@ -9,7 +9,7 @@ import pyarrow.dataset as ds
 
 from graders.tables.parquet import DamagedOutput, decode_table
 from graders.tables.paths import ORIGINAL_COLUMN, parse_partition, reader_glob
-from pipeline.errors import UsageError
+from pipeline.errors import Failure, UsageError, query_error
 from schemas.tables import PARTITION_SCHEMA, SPECS, public_tables
 
 
@@ -95,13 +95,15 @@ def damaged_files(output: str) -> list[DamagedOutput]:
     return found
 
 
-def explain(output: str, exc: Exception, where: str | None = None) -> UsageError:
+def explain(output: str, exc: Exception, where: str | None = None, *, own_query: bool = False) -> UsageError:
     """A DuckDB failure on ``output`` as one line: the damaged file it met, and how to rebuild it
-    (``fleetgrade run --full``), when a file of the output is damaged; else DuckDB's own words."""
+    (``fleetgrade run --full``), when a file of the output is damaged; else DuckDB's own words, a
+    usage mistake when the user's query is wrong (``query_error``), a failure when the command's
+    ``own_query`` failed."""
     reading = isinstance(exc, (duckdb.IOException, duckdb.InvalidInputException, duckdb.InternalException))
     damaged = damaged_files(output) if reading and not output.startswith("gs://") else []
     if not damaged:
-        return UsageError(str(exc), where, exit_code=1)
+        return Failure(" ".join(str(exc).split()), where) if own_query else query_error(exc, where)
     more = f" (and {len(damaged) - 1} more damaged file(s))" if len(damaged) > 1 else ""
-    return UsageError(f"{damaged[0]}{more}; `fleetgrade run --full` with this --output rebuilds the output from "
-                      "the fleet", output, exit_code=1)
+    return Failure(f"{damaged[0]}{more}; `fleetgrade run --full` with this --output rebuilds the output from "
+                   "the fleet", output)

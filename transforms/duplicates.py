@@ -38,7 +38,6 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from graders.formats.ghaw.reader import is_run_folder
 from graders.jsrt.jsonio import MAX_FILE_SIZE
 from graders.prepare import PreparedRun
 from graders.prepare_sessions import SessionClaim, claim_sessions, session_digest
@@ -49,10 +48,10 @@ from graders.tables.rows import dead_letter_row
 from graders.tables.state import listing_digest
 from transforms.ahead import Ahead, windowed
 from transforms.beamfiles import beam_run_files, join, pool, read_if_exists, store_for
-from transforms.discover import hint_path, list_run
+from transforms.discover import hint_path, holds_sessions, list_run
 from transforms.incremental import RunToGrade
 from transforms.prepare import DEAD, DEAD_STATE, PrepareRun, RunToRead
-from transforms.progress import DONE, Tally
+from transforms.progress import DEAD_LETTERED, DONE, Tally
 
 STAGE: Final = "duplicate"  # the dead_letter stage of an input not graded for its identity
 Identity = tuple[str, str, int]  # (workflow, run id, attempt)
@@ -70,10 +69,6 @@ def _read_small(path: str) -> bytes | None:
     return data if len(data) <= MAX_FILE_SIZE else None
 
 
-def _holds_sessions(listed: list[str]) -> bool:
-    return not is_run_folder(listed) and any(rel.endswith(SESSION_SUFFIXES) for rel in listed)
-
-
 def run_identity(base: str, root_rel: str) -> tuple[Identity, str] | None:
     """((workflow, run id, attempt), date) of a run folder as preparing it will determine them,
     or None when they cannot be (the run is then dead-lettered by preparation, with the reason)
@@ -89,7 +84,7 @@ def run_identity(base: str, root_rel: str) -> tuple[Identity, str] | None:
             listed = [rel for rel, _, _ in list_run(base, root_rel)]
         except OSError:  # a folder that cannot be listed: preparing it says why (its dead letter)
             return None
-        if _holds_sessions(listed):
+        if holds_sessions(listed):
             return None  # a folder of session files: each session's identity is in its file
         files = memory_run_files({}, root)
     try:
@@ -107,7 +102,7 @@ def session_claims(base: str, root_rel: str) -> list[SessionClaim] | None:
         listing = list_run(base, root_rel)
     except OSError:  # a folder that cannot be listed: preparing it says why (its dead letter)
         return None
-    if not _holds_sessions([rel for rel, _, _ in listing]):
+    if not holds_sessions([rel for rel, _, _ in listing]):
         return None
     try:
         files = beam_run_files(join(base, root_rel), listing)
@@ -267,6 +262,7 @@ class _Resolve(beam.DoFn):
             self.dead.inc()
             self.duplicates.inc()
             self._tally.add(DONE)
+            self._tally.add(DEAD_LETTERED)
             yield beam.pvalue.TaggedOutput(DEAD, row)
             yield beam.pvalue.TaggedOutput(DEAD_STATE, (row, listing_digest(list_run(self.base, root_rel)), previous))
 
@@ -348,6 +344,7 @@ class PrepareOwned(beam.DoFn):
                 continue
             self.prepared.inc(-1)  # counted as prepared: it is a dead letter instead
             self.dead.inc()
+            self.prepare._tally.add(DEAD_LETTERED)  # the progress line's count too
             self.duplicates.inc()
             yield beam.pvalue.TaggedOutput(DEAD, row)
             yield beam.pvalue.TaggedOutput(DEAD_STATE, (row, out.listing_digest, out.previous))

@@ -504,9 +504,12 @@ class OutputLock:
         return True
 
     def release(self) -> None:
-        if self.version is None:
-            return
         version, self.version = self.version, None
+        if version is None:  # not acquired, or interrupted (Ctrl-C) between writing the lock and noting it
+            current = self.store.read(LOCK_NAME)
+            if current is None or current[0] != self.owner.encode():
+                return
+            version = current[1]
         if not self.store.delete(LOCK_NAME, version) and not self.lost:
             LOG.warning("the lock of %s had changed hands; left as it is", self.output)
 
@@ -592,6 +595,9 @@ def output_lock(output: str, job: str, command: str) -> Iterator[OutputLock]:
         lock.acquire()
     except OSError as exc:
         raise OutputError(f"cannot take the output's lock: {exc.strerror or exc} ({lock.where})") from exc
+    except BaseException:  # Ctrl-C while the lock was being written: ours is not left behind
+        lock.release()
+        raise
     try:
         lock.claim_staging()
         lock.clean_staging()

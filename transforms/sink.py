@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -56,6 +57,7 @@ from transforms.staging import PartitionKey, StageRows, read_chunks
 LOG = logging.getLogger("fleetgrade")
 # Crash-safety tests kill the process after N commit operations (never set in production).
 FAULT_ENV = "FLEETGRADE_FAULT_KILL_AFTER_COMMITS"
+FAULT_SIGNAL_ENV = "FLEETGRADE_FAULT_SIGNAL"  # INT: Ctrl-C to the process group instead (tests of Ctrl-C)
 
 # ("write" | "keep" | "delete" | "damaged", partition file path relative to output)
 Action = tuple[str, str]
@@ -220,14 +222,20 @@ def delete_tree(root: str) -> None:
 
 
 class _Fault:
-    """Test-only fault injection: SIGKILL ourselves after N commit operations."""
+    """Test-only fault injection: SIGKILL ourselves after N commit operations (or, with
+    ``FLEETGRADE_FAULT_SIGNAL=INT``, SIGINT our process group, as Ctrl-C in a terminal does)."""
 
     def __init__(self) -> None:
         value = os.environ.get(FAULT_ENV, "")
         self.remaining = int(value) if value.isdigit() else -1
+        self.interrupt = os.environ.get(FAULT_SIGNAL_ENV) == "INT"
 
     def tick(self) -> None:
         if self.remaining == 0:
+            if self.interrupt:
+                self.remaining = -1
+                os.killpg(os.getpgrp(), signal.SIGINT)
+                return
             os.kill(os.getpid(), 9)
         if self.remaining > 0:
             self.remaining -= 1

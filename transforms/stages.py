@@ -23,6 +23,7 @@ from transforms.duplicates import STAGE as DUPLICATE
 from transforms.duplicates import PrepareOwned, ResolveDuplicates
 from transforms.incremental import DAMAGED, KEEP, DiscoverAndDecide, kept_identity, stored_rows_of
 from transforms.prepare import DEAD, DEAD_STATE
+from transforms.progress import LATE, Tally
 from transforms.trace_verdicts import TaskReliability
 
 
@@ -52,10 +53,17 @@ class _Window(beam.DoFn):
         self.since, self.until = since, until
         self.skipped = Metrics.counter("fleetgrade", "runs_prepared_out_of_window")
 
+    def setup(self) -> None:
+        self._tally = Tally("window")  # the job's progress line (transforms/progress.py)
+
+    def finish_bundle(self) -> None:
+        self._tally.flush()
+
     def process(self, prep: PreparedRun) -> Any:
         date = prep.meta.date
         if (self.since is not None and date < self.since) or (self.until is not None and date > self.until):
             self.skipped.inc()
+            self._tally.add(LATE)
             if prep.previous is not None:
                 yield beam.pvalue.TaggedOutput(KEEP, prep.previous)
             return
