@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pipeline import preflight
+from pipeline import console, preflight
 from pipeline.beam_flags import parse_check
 from pipeline.errors import UsageError
 from pipeline.options import (
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 
 def configure_logging(level: str) -> None:
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    console.configure_logging(level)
     for noisy in ("apache_beam", "urllib3", "google"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     # Dask's scheduler and local workers set their loggers' levels from dask's config when
