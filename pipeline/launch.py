@@ -10,10 +10,17 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pipeline import preflight
+from pipeline import console, preflight
 from pipeline.beam_flags import parse_check
 from pipeline.errors import UsageError
-from pipeline.options import LOCAL_RUNNERS, dask_missing, is_dry_run, pipeline_options, runner_object
+from pipeline.options import (
+    LOCAL_RUNNERS,
+    dask_missing,
+    is_dry_run,
+    pipeline_options,
+    reports_progress,
+    runner_object,
+)
 from pipeline.runners.loopback import loopback_grpc
 from transforms.heap import tune_heap
 from transforms.output_lock import OutputError, output_lock
@@ -26,7 +33,7 @@ if TYPE_CHECKING:
 
 
 def configure_logging(level: str) -> None:
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    console.configure_logging(level)
     for noisy in ("apache_beam", "urllib3", "google"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     # Dask's scheduler and local workers set their loggers' levels from dask's config when
@@ -95,7 +102,7 @@ def run_pipeline(args: argparse.Namespace, options: PipelineOptions, p: beam.Pip
             p.to_runner_api()
         return None
     # One line for the job; never on Dataflow. ``read_as``: what a run read is to this command.
-    with reporting(enabled=args.runner in LOCAL_RUNNERS, read_as=read_as):
+    with reporting(enabled=reports_progress(args.runner, options), read_as=read_as):
         result = p.run()
         result.wait_until_finish()
     return result
