@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import NoReturn
 
 from pipeline.beam_flags import beam_option_strings, split_beam_flags
+from pipeline.console import command_logging
 from pipeline.errors import FAILURE_EXIT, USAGE_EXIT, UsageError, closest, one_line
 from pipeline.interrupts import INTERRUPTED_EXIT, Interrupts
 from schemas.version import FLEETGRADE_VERSION
@@ -165,6 +166,11 @@ _MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT})
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = command_of(argv)
+    with command_logging():  # warnings of every command, escaped (`run` sets its --log-level)
+        return _interruptible(argv, command)
+
+
+def _interruptible(argv: list[str], command: str | None) -> int:
     with Interrupts(relay=command in BEAM_COMMANDS) as interrupts:
         try:
             code = _command(argv, command)

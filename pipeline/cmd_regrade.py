@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
+from graders.runs.console import printable
 from pipeline.errors import Failure, UsageError
 from pipeline.options import add_allow_empty_argument, add_runner_arguments
 from transforms.heap import relax_young_collections
@@ -96,7 +97,7 @@ def regrade_one(root: Path, evidence_at: str, as_json: bool, allow_unsandboxed: 
     if as_json:
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        print(f"run {doc['run_id']} at {doc['evidence_at']}: {doc['status']}, value {doc['value']}")
+        print(printable(f"run {doc['run_id']} at {doc['evidence_at']}: {doc['status']}, value {doc['value']}"))
     return 0
 
 

@@ -7,7 +7,8 @@ import datetime as dt
 import os
 from pathlib import Path
 
-from pipeline.errors import Failure, UsageError, closest
+from graders.runs.console import printable
+from pipeline.errors import UsageError, closest, literal_path
 
 
 def _date(text: str) -> dt.date:
@@ -54,7 +55,9 @@ def handle(args: argparse.Namespace) -> int:
     from pipeline.report.queries import collect
     from pipeline.report.render import render
     from pipeline.report.scope import Selection
+    from pipeline.tables import explain
 
+    literal_path(args.output, "the output folder")
     if args.output.startswith("gs://"):
         raise UsageError("reads a local output folder (copy the tables from gs:// first)", args.output)
     if not Path(args.output).is_dir():
@@ -62,12 +65,12 @@ def handle(args: argparse.Namespace) -> int:
     if args.since and args.until and args.since > args.until:
         raise UsageError(f"--since {args.since} is after --until {args.until}")
     workflows = tuple(w for group in args.workflow for w in group)
-    if workflows:
-        _check_workflows(args.output, workflows)
     try:
+        if workflows:
+            _check_workflows(args.output, workflows)
         data = collect(args.output, Selection(args.since, args.until, workflows))
     except duckdb.Error as exc:  # the report's own queries: the tables could not be read
-        raise Failure(" ".join(str(exc).split()), args.output) from exc
+        raise explain(args.output, exc, args.output, own_query=True) from exc
     if not data.tables:
         raise UsageError("no fleetgrade tables found", args.output)
     page = render(data)
@@ -81,5 +84,5 @@ def handle(args: argparse.Namespace) -> int:
     except BaseException:  # a full disk, Ctrl-C: no half page left beside the report
         tmp.unlink(missing_ok=True)
         raise
-    print(target)
+    print(printable(str(target)))
     return 0

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
 from typing import TYPE_CHECKING
 
-from pipeline.errors import UsageError, query_error
+from pipeline.console import printable_lines
+from pipeline.errors import UsageError, literal_path
 from pipeline.interrupts import interruptible
 
 if TYPE_CHECKING:
@@ -28,15 +31,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def handle(args: argparse.Namespace) -> int:
     import duckdb
 
-    from pipeline.tables import connect, present_tables
+    from pipeline.tables import connect, explain, present_tables
 
+    literal_path(args.output, "the output folder")
     if not present_tables(args.output):
         raise UsageError("no fleetgrade tables found", args.output)
     con = connect(args.output)
     try:  # the query runs in a thread, so that Ctrl-C interrupts it (pipeline/interrupts.py)
         interruptible(con.interrupt, lambda: _answer(con, args.query, args.format))
-    except duckdb.Error as exc:  # raised while parsing, or while the rows are read
-        raise query_error(exc) from exc
+    except duckdb.Error as exc:  # the query's mistake, or a damaged file it read
+        raise explain(args.output, exc) from exc
     return 0
 
 
@@ -45,7 +49,7 @@ def _answer(con: duckdb.DuckDBPyConnection, query: str, fmt: str) -> None:
     if rel is None:
         return
     if fmt == "table":
-        rel.show(max_width=200, max_rows=200)
+        _table(rel)
     elif fmt == "csv":
         _csv(rel)
     else:
@@ -54,6 +58,14 @@ def _answer(con: duckdb.DuckDBPyConnection, query: str, fmt: str) -> None:
         cols = rel.columns
         rows = [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
         sys.stdout.write(orjson.dumps(rows, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def _table(rel: duckdb.DuckDBPyRelation) -> None:
+    """DuckDB's box (it shows C0 controls as ``\\n``, ``\\e``…), each line escaped for the rest (C1, bidi)."""
+    box = io.StringIO()
+    with contextlib.redirect_stdout(box):  # DuckDB prints through Python's print
+        rel.show(max_width=200, max_rows=200)
+    sys.stdout.write(printable_lines(box.getvalue()))
 
 
 def _csv(rel: duckdb.DuckDBPyRelation) -> None:

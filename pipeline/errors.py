@@ -14,10 +14,11 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from graders.runs.console import printable
 from transforms.output_lock import LOCKED_EXIT
 
 __all__ = ["FAILURE_EXIT", "LOCKED_EXIT", "USAGE_EXIT", "Failure", "InputError", "UsageError", "closest",
-           "one_line", "query_error"]
+           "literal_path", "one_line", "query_error"]
 
 USAGE_EXIT = 2
 FAILURE_EXIT = 1
@@ -71,7 +72,22 @@ def closest(name: str, known: Iterable[str], kind: str) -> str:
 
 
 def one_line(command: str | None, what: str, where: str | None = None) -> str:
-    """``fleetgrade <command>: <what> (<where>)`` on a single line."""
+    """``fleetgrade <command>: <what> (<where>)`` on a single line, nothing in it a terminal obeys."""
     prefix = f"fleetgrade {command}" if command else "fleetgrade"
     text = f"{what} ({where})" if where else what
-    return f"{prefix}: {' '.join(text.split())}"
+    return printable(f"{prefix}: {' '.join(text.split())}")
+
+
+# What Beam's FileSystems (match, delete) and DuckDB's read_parquet take for a pattern.
+GLOB_CHARACTERS = "*?[]"
+
+
+def literal_path(path: str, flag: str) -> str:
+    """``path`` if no reader would take it for a pattern; else a UsageError naming it. The output
+    is read and deleted through globs built on it (`o[1]` matches `o1`, `o-*` every `o-…`), so a
+    path holding a glob character is refused, local or gs://, rather than escaped for each reader."""
+    bad = next((c for c in path if c in GLOB_CHARACTERS), None)
+    if bad is not None:
+        raise UsageError(f"{flag} holds {bad!r}, which Beam's file systems and DuckDB read as a pattern "
+                         "(it would match other folders); use a path without * ? [ ]", path)
+    return path

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pipeline import preflight
+from pipeline import console, preflight
 from pipeline.beam_flags import parse_check
 from pipeline.errors import UsageError
 from pipeline.options import LOCAL_RUNNERS, dask_missing, is_dry_run, pipeline_options, runner_object
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def configure_logging(level: str) -> None:
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    console.configure_logging(level)
     for noisy in ("apache_beam", "urllib3", "google"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     # Dask's scheduler and local workers set their loggers' levels from dask's config when
@@ -95,10 +95,20 @@ def run_pipeline(args: argparse.Namespace, options: PipelineOptions, p: beam.Pip
             p.to_runner_api()
         return None
     # One line for the job; never on Dataflow. ``read_as``: what a run read is to this command.
-    with reporting(enabled=args.runner in LOCAL_RUNNERS, read_as=read_as):
+    with reporting(enabled=reports_progress(args.runner, options), read_as=read_as):
         result = p.run()
         result.wait_until_finish()
     return result
+
+
+def reports_progress(runner: str, options: PipelineOptions) -> bool:
+    """Progress lines need the workers on this machine, in this environment: the local runners,
+    and a Dask cluster the job starts itself (transforms/progress.py)."""
+    if runner == "dask":
+        from pipeline.runners.dask_runner import starts_local_cluster
+
+        return starts_local_cluster(options)
+    return runner in LOCAL_RUNNERS
 
 
 def run_locked(args: argparse.Namespace, options: PipelineOptions, p: beam.Pipeline, command: str,

@@ -18,7 +18,7 @@ from graders.families.inline_js.sandbox import JsGraderError, JsSandbox
 from graders.formats import SNIFF_BYTES, sniff
 from graders.runs.layout import SNIFFED_SUFFIXES, run_root_of, session_root_of
 from graders.runs.runfiles import DIR, sorted_entries, split_entry
-from pipeline.errors import UsageError
+from pipeline.errors import UsageError, literal_path
 from schemas.state_table import STATE_TABLE
 from schemas.tables import SPECS
 from transforms.gcs import NoCredentials, credentials, use_emulator_if_configured
@@ -39,7 +39,10 @@ def check_window(since: str | None, until: str | None) -> None:
 
 
 def check_placement(input_base: str, output: str, runner: str) -> None:
-    """Where input and output are, relative to each other and to the runner's workers."""
+    """Where input and output are, relative to each other and to the runner's workers; both
+    literal paths (no glob character)."""
+    literal_path(input_base, "--input")
+    literal_path(output, "--output")
     if runner == "dataflow":
         for flag, path in (("--input", input_base), ("--output", output)):
             if not is_gcs(path):

@@ -15,11 +15,8 @@ from typing import Any
 import apache_beam as beam
 
 from graders.stats.outliers import DEFAULT_DAYS, DEFAULT_FACTOR, Spend, outlier_rows, plan, spend_of
-from graders.tables.parquet import decode_table
-from graders.tables.paths import partition_file
 from schemas.version import FLEETGRADE_VERSION
-from transforms.beamfiles import join, read_if_exists
-from transforms.incremental import read_table_rows
+from transforms.incremental import read_table_rows, stored_rows
 from transforms.stats import stored_partitions
 
 Partition = tuple[str, str]
@@ -54,8 +51,7 @@ def _stored(plans: dict[str, dict[str, list[str]]], output: str) -> Iterator[tup
     are set aside downstream, where this job's runs of the workflow are)."""
     for wf, p in sorted(plans.items()):
         for date in p["read"]:
-            data = read_if_exists(join(output, partition_file("runs", wf, date)))
-            for row in decode_table("runs", data) if data is not None else []:
+            for row in stored_rows(output, "runs", wf, date) or []:  # None: damaged, named (a warning)
                 yield wf, ("stored", spend_of({**row, "workflow": wf, "date": date}))
 
 
@@ -63,8 +59,7 @@ def _stale(plans: dict[str, dict[str, list[str]]], output: str) -> Iterator[tupl
     """Drops for every stored row of the partitions being recomputed: each is rewritten whole."""
     for wf, p in sorted(plans.items()):
         for date in p["dates"]:
-            data = read_if_exists(join(output, partition_file(TABLE, wf, date)))
-            for row in decode_table(TABLE, data) if data is not None else []:
+            for row in stored_rows(output, TABLE, wf, date) or []:
                 yield TABLE, wf, date, (row["run_id"], row["attempt"])
 
 

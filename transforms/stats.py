@@ -48,12 +48,11 @@ from graders.stats.cells import (
     with_q_values,
 )
 from graders.stats.series import SeriesJob
-from graders.tables.parquet import decode_table
-from graders.tables.paths import partition_file, partition_glob, partition_values
+from graders.tables.paths import partition_glob, partition_values
 from schemas.version import FLEETGRADE_VERSION
 from transforms.beamfiles import join, read_if_exists
 from transforms.combine import CombineInBundle, in_global_window
-from transforms.incremental import read_table_rows
+from transforms.incremental import read_table_rows, stored_rows
 
 Partition = tuple[str, str]  # (workflow, date)
 STATS_TABLES = ("grader_results", "trace_verdicts")
@@ -197,8 +196,7 @@ class _StoredCells(beam.DoFn):
                 gone |= payload
         rows: dict[str, list[dict[str, Any]]] = {}
         for table in STATS_TABLES:
-            data = read_if_exists(join(self.output, partition_file(table, wf, date)))
-            stored = decode_table(table, data) if data is not None else []
+            stored = stored_rows(self.output, table, wf, date) or []  # None: damaged, named (a warning)
             rows[table] = [r for r in stored if (r.get("run_id"), r.get("attempt")) not in gone]
         cells: dict[str, CellAcc] = {}
         for grader, obs in partition_observations(wf, rows["grader_results"], rows["trace_verdicts"]):
@@ -218,8 +216,7 @@ def _stale_stats(plans: dict[str, dict[str, Any]], output: str) -> Iterator[tupl
     rewritten whole (a grader gone from a window, or a date left without runs, leaves no row)."""
     for wf, p in sorted(plans.items()):
         for end in p["ends"]:
-            data = read_if_exists(join(output, partition_file("grader_stats", wf, end)))
-            for row in decode_table("grader_stats", data) if data is not None else []:
+            for row in stored_rows(output, "grader_stats", wf, end) or []:
                 yield "grader_stats", wf, end, (row["grader_id"], row["window_days"])
 
 
