@@ -4,8 +4,9 @@ through its client (transforms/gcs.py), any other Beam filesystem through ``File
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -18,7 +19,7 @@ from transforms.gcs import GcsObjects, gcs_delete, gcs_move, gcs_write, use_emul
 # Workers import this module when they unpickle a DoFn, so the hook reaches every process.
 use_emulator_if_configured()
 
-__all__ = ["beam_run_files", "delete_file", "delete_files", "join", "pool", "read_if_exists", "reader_for", "rename_files",
+__all__ = ["beam_run_files", "delete_file", "delete_files", "join", "pool", "read_each", "read_if_exists", "reader_for", "rename_files",
            "scheme", "store_for", "write_file"]
 
 
@@ -101,6 +102,28 @@ def beam_run_files(root: str, listing: Iterable[tuple[Any, ...]]) -> RunFiles:
     (``open_regular``); an object store has neither links nor special files.
     """
     return run_files(root, listing, reader_for(root))
+
+
+# Files read concurrently ahead of the one a loop is at (``read_each``), on an object store.
+READS_AHEAD = 8
+
+
+def read_each(paths: Iterable[str], ahead: int = READS_AHEAD) -> Iterator[tuple[str, bytes | None]]:
+    """(path, ``read_if_exists(path)``) of each path, in order; on an object store the next
+    ``ahead`` are read concurrently, so a loop over stored partitions waits on one round trip
+    at a time at most (at most ``ahead`` + 1 files are held)."""
+    held: deque[tuple[str, Future[bytes | None]]] = deque()
+    for path in paths:
+        if store_for(path) is None:
+            yield path, read_if_exists(path)
+            continue
+        held.append((path, pool().submit(read_if_exists, path)))
+        if len(held) > ahead:
+            first, work = held.popleft()
+            yield first, work.result()
+    while held:
+        first, work = held.popleft()
+        yield first, work.result()
 
 
 def write_file(path: str, data: bytes) -> None:
