@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -19,7 +19,7 @@ from transforms.gcs import GcsObjects, gcs_delete, gcs_move, gcs_write, use_emul
 # Workers import this module when they unpickle a DoFn, so the hook reaches every process.
 use_emulator_if_configured()
 
-__all__ = ["beam_run_files", "delete_file", "delete_files", "join", "pool", "read_each", "read_if_exists", "reader_for", "rename_files",
+__all__ = ["beam_run_files", "delete_file", "delete_files", "join", "map_ahead", "pool", "read_if_exists", "reader_for", "remote", "rename_files",
            "scheme", "store_for", "write_file"]
 
 
@@ -74,6 +74,11 @@ def store_for(base: str) -> ObjectStore | None:
         return _stores[kind]
 
 
+def remote(base: str) -> bool:
+    """Whether ``base`` is on an object store (each request a round trip worth overlapping)."""
+    return store_for(base) is not None
+
+
 def reader_for(base: str) -> RunReader | None:
     """The process's reader of ``base``'s store (its pool of fetch threads); None when local."""
     store = store_for(base)
@@ -104,20 +109,23 @@ def beam_run_files(root: str, listing: Iterable[tuple[Any, ...]]) -> RunFiles:
     return run_files(root, listing, reader_for(root))
 
 
-# Files read concurrently ahead of the one a loop is at (``read_each``), on an object store.
+# Reads run concurrently ahead of the one a loop is at (``map_ahead``), on an object store.
 READS_AHEAD = 8
+T = TypeVar("T")
+R = TypeVar("R")
 
 
-def read_each(paths: Iterable[str], ahead: int = READS_AHEAD) -> Iterator[tuple[str, bytes | None]]:
-    """(path, ``read_if_exists(path)``) of each path, in order; on an object store the next
-    ``ahead`` are read concurrently, so a loop over stored partitions waits on one round trip
-    at a time at most (at most ``ahead`` + 1 files are held)."""
-    held: deque[tuple[str, Future[bytes | None]]] = deque()
-    for path in paths:
-        if store_for(path) is None:
-            yield path, read_if_exists(path)
-            continue
-        held.append((path, pool().submit(read_if_exists, path)))
+def map_ahead(read: Callable[[T], R], items: Iterable[T], remote: bool, ahead: int = READS_AHEAD
+              ) -> Iterator[tuple[T, R]]:
+    """(item, ``read(item)``) of each item, in order; when ``remote`` (an object store) the next
+    ``ahead`` reads run concurrently, so a loop over stored partitions waits on one round trip at
+    a time at most (at most ``ahead`` + 1 results are held)."""
+    if not remote:
+        yield from ((item, read(item)) for item in items)
+        return
+    held: deque[tuple[T, Future[R]]] = deque()
+    for item in items:
+        held.append((item, pool().submit(read, item)))
         if len(held) > ahead:
             first, work = held.popleft()
             yield first, work.result()

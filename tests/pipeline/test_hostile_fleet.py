@@ -1,11 +1,13 @@
-"""`fleetgrade run` and `grade` on a fleet of hostile runs (issue 28): the job finishes, good runs
-are graded, each hostile run is a warned run or a dead letter saying why, and nothing from
-outside the fleet reaches the output."""
+"""`fleetgrade run` and `grade` on a fleet of hostile runs (issues 28 and 40, every case together):
+the job finishes, good runs are graded, each hostile run is a warned run or a dead letter saying
+why, nothing from outside the fleet reaches the output, nothing from inside it reaches the
+terminal raw, every count printed agrees with the tables, and an unchanged rerun changes no file."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,17 +17,27 @@ import pytest
 
 from pipeline.tables import connect
 from tests.conftest import REPO
+from tests.helpers import hostile_numbers as numbers
 from tests.helpers.hostile_fleet import (
+    BIDI_WORKFLOW,
     CJK_WORKFLOW,
     DEAD,
+    DEAD_40,
     GOOD,
     GRADED,
+    GRADED_40,
     NULL_WORKFLOW,
     SECRET,
     WARNED,
     make_hostile_fleet,
     remove_nest,
 )
+
+ALL_DEAD = {**DEAD, **DEAD_40, **numbers.DEAD}
+ALL_WARNED = {**WARNED, **numbers.WARNED}
+ALL_GRADED = (*GRADED, *GRADED_40, *numbers.GRADED)
+SUMMARY = re.compile(r"(\d+) run\(s\) discovered: (\d+) graded, (\d+) dead-lettered, (\d+) unchanged, (\d+) outside")
+RAW = tuple(chr(c) for c in (*range(0x20), 0x7F, 0x9B, 0x202E) if c != 0x0A)  # a line's own newline aside
 
 FLEETGRADE = str(Path(sys.executable).parent / "fleetgrade")
 
@@ -39,8 +51,9 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 def graded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, subprocess.CompletedProcess[str]]]:
     root = tmp_path_factory.mktemp("hostile")
     fleet = make_hostile_fleet(root)
+    numbers.make_number_fleet(root)  # issue 40's input side, in the same fleet
     out = root / "out"
-    done = _run("run", "--input", str(fleet), "--output", str(out), "--log-level", "WARNING")
+    done = _run("run", "--input", str(fleet), "--output", str(out), "--log-level", "INFO")
     yield fleet, out, done
     remove_nest(fleet / "wf-deep/run-1")
 
@@ -55,9 +68,9 @@ def test_the_job_finishes_and_every_run_is_graded_or_a_dead_letter(graded):
     con = connect(str(out))
     roots = {r[0][len(str(fleet)) + 1:] for r in con.execute("SELECT root FROM runs").fetchall()}
     dead = {r[0][len(str(fleet)) + 1:]: r[1] for r in con.execute("SELECT input, message FROM dead_letter").fetchall()}
-    assert roots == {*GOOD, *GRADED, *WARNED}
-    assert set(dead) == set(DEAD)
-    for folder, words in DEAD.items():
+    assert roots == {*GOOD, *ALL_GRADED, *ALL_WARNED}
+    assert set(dead) == set(ALL_DEAD)
+    for folder, words in ALL_DEAD.items():
         assert words in dead[folder], (folder, dead[folder])
     # Each dead letter names the file or folder it is about.
     for folder, message in dead.items():
@@ -68,10 +81,12 @@ def test_hostile_data_is_a_warning_of_its_run(graded):
     fleet, out, _ = graded
     con = connect(str(out))
     warnings = {r[0][len(str(fleet)) + 1:]: r[1] for r in con.execute("SELECT root, warnings FROM runs").fetchall()}
-    for folder, words in WARNED.items():
+    for folder, words in ALL_WARNED.items():
         assert any(w.startswith(words) for w in warnings[folder]), (folder, warnings[folder])
-    for folder in (*GOOD, *GRADED):
-        assert warnings[folder] == [], folder
+    session, words = numbers.SESSION_WARNED
+    assert any(words in w for w in warnings[session]), warnings[session]
+    for folder in (*GOOD, *ALL_GRADED):
+        assert warnings[folder] == [] or folder == session, folder
     # Good runs are graded as usual, beside the hostile ones.
     statuses = con.execute("SELECT count(*), count(DISTINCT run_id) FROM grader_results WHERE workflow = 'good'").fetchone()
     assert statuses[0] > 0 and statuses[1] == 2
@@ -89,6 +104,34 @@ def test_names_read_back_as_written(graded):
     assert not [p for p in out.rglob("date=*") if p.name not in ("date=2026-05-01", "date=__HIVE_DEFAULT_PARTITION__")]
 
 
+def test_nothing_from_the_fleet_reaches_the_terminal_raw(graded):
+    """Control characters in file and folder names, session ids, tool names and a bidi override
+    in a workflow name: every log line shows them as \\xNN, no line is forged; the tables keep them."""
+    _, out, done = graded
+    raw = [line for line in done.stderr.splitlines() if any(c in line for c in RAW)]
+    assert raw == [], raw[:3]
+    assert not [line for line in done.stderr.splitlines() if line.startswith("2026-01-01")]
+    assert "notes\\x1b]0;pwned\\x07\\x1b[2J.txt" in done.stderr and "x\\x0a2026-01-01" in done.stderr
+    con = connect(str(out))
+    assert con.execute("SELECT count(*) FROM runs WHERE workflow = ?", [BIDI_WORKFLOW]).fetchone()[0] == 1
+    assert con.execute("SELECT count(*) FROM dead_letter WHERE contains(input, chr(27))").fetchone()[0] == 1
+    assert con.execute("SELECT count(*) FROM dead_letter WHERE contains(message, chr(10))").fetchone()[0] == 1
+
+
+def test_a_run_is_graded_or_dead_lettered_and_the_counts_agree_with_the_tables(graded):
+    """Inputs counted = runs rows + dead letters; none is both; the summary says what the tables hold."""
+    _, out, done = graded
+    con = connect(str(out))
+    runs = {r[0] for r in con.execute("SELECT root FROM runs").fetchall()}
+    dead = {r[0] for r in con.execute("SELECT input FROM dead_letter").fetchall()}
+    assert not runs & dead
+    found = SUMMARY.search(done.stderr)
+    assert found is not None, done.stderr[-2000:]
+    discovered, graded_n, dead_n, unchanged, outside = map(int, found.groups())
+    assert (discovered, graded_n, dead_n, unchanged, outside) == (len(runs) + len(dead), len(runs), len(dead), 0, 0)
+    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == len(runs)  # one row per input
+
+
 def test_no_content_from_outside_the_fleet_reaches_the_output(graded):
     _, out, _ = graded
     assert not [rel for rel, data in _file_bytes(out).items() if SECRET.encode() in data]
@@ -96,11 +139,16 @@ def test_no_content_from_outside_the_fleet_reaches_the_output(graded):
 
 def test_an_unchanged_rerun_changes_nothing(graded):
     """Incremental reading decodes the hashed partitions: nothing is regraded or duplicated."""
-    fleet, out, _ = graded
+    fleet, out, first = graded
     before = _file_bytes(out)
-    done = _run("run", "--input", str(fleet), "--output", str(out), "--log-level", "WARNING")
+    done = _run("run", "--input", str(fleet), "--output", str(out), "--log-level", "INFO")
     assert done.returncode == 0, done.stderr[-2000:]
     assert _file_bytes(out) == before
+    # Counted as the first job counted them: the identity stage's dead letters decided again, the rest unchanged.
+    found, was = SUMMARY.search(done.stderr), SUMMARY.search(first.stderr)
+    assert found is not None and was is not None
+    redecided = connect(str(out)).execute("SELECT count(*) FROM dead_letter WHERE stage = 'duplicate'").fetchone()[0]
+    assert tuple(map(int, found.groups())) == (int(was[1]), 0, redecided, int(was[1]) - redecided, 0)
 
 
 def test_single_run_grade_refuses_a_link_out_of_the_run(graded, tmp_path, capsys):
