@@ -21,7 +21,7 @@ import duckdb
 
 from graders.stats.cells import DEFAULT_BASELINE, DEFAULT_FDR, DEFAULT_WINDOW, MIN_RUNS, verdict
 from pipeline.console import shown_rows
-from pipeline.errors import UsageError, literal_path, one_line
+from pipeline.errors import UsageError, closest, literal_path, one_line
 from pipeline.options import days
 from pipeline.stats_read import (
     CHANGED,
@@ -155,7 +155,8 @@ def handle(args: argparse.Namespace) -> int:
     for flag, wanted, present in (("--workflow", args.workflow, known[0]), ("--grader", args.grader, known[1])):
         missing = sorted(set(wanted) - present)
         if missing:
-            raise UsageError(f"{flag} {missing[0]} has no regressions rows", out)
+            kind = "workflows" if flag == "--workflow" else "graders"
+            raise UsageError(f"{flag} {missing[0]} has no regressions rows{closest(missing[0], present, kind)}", out)
     rows = [{**r, "verdict": verdict(r, args.fdr, args.min_effect)} for r in rows
             if (not args.workflow or r["workflow"] in args.workflow)
             and (not args.grader or r["grader_id"] in args.grader)]

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 from pipeline import console, preflight
 from pipeline.beam_flags import parse_check
 from pipeline.errors import UsageError
-from pipeline.options import LOCAL_RUNNERS, dask_missing, is_dry_run, pipeline_options, runner_object
+from pipeline.options import (
+    LOCAL_RUNNERS,
+    dask_missing,
+    is_dry_run,
+    pipeline_options,
+    reports_progress,
+    runner_object,
+)
 from pipeline.runners.loopback import loopback_grpc
 from transforms.heap import tune_heap
 from transforms.output_lock import OutputError, output_lock
@@ -99,16 +106,6 @@ def run_pipeline(args: argparse.Namespace, options: PipelineOptions, p: beam.Pip
         result = p.run()
         result.wait_until_finish()
     return result
-
-
-def reports_progress(runner: str, options: PipelineOptions) -> bool:
-    """Progress lines need the workers on this machine, in this environment: the local runners,
-    and a Dask cluster the job starts itself (transforms/progress.py)."""
-    if runner == "dask":
-        from pipeline.runners.dask_runner import starts_local_cluster
-
-        return starts_local_cluster(options)
-    return runner in LOCAL_RUNNERS
 
 
 def run_locked(args: argparse.Namespace, options: PipelineOptions, p: beam.Pipeline, command: str,

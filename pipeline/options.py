@@ -147,6 +147,16 @@ def runner_object(name: str) -> PipelineRunner | None:
     return None
 
 
+def reports_progress(runner: str, options: PipelineOptions) -> bool:
+    """Progress lines need the workers on this machine, in this environment: the local runners,
+    and a Dask cluster the job starts itself (transforms/progress.py)."""
+    if runner == "dask":
+        from pipeline.runners.dask_runner import starts_local_cluster
+
+        return starts_local_cluster(options)
+    return runner in LOCAL_RUNNERS
+
+
 def dask_missing() -> str | None:
     """Why ``--runner dask`` cannot run here (the optional extra is not installed), or None."""
     try:
