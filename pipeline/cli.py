@@ -22,7 +22,7 @@ from typing import NoReturn
 
 from pipeline.beam_flags import beam_option_strings, split_beam_flags
 from pipeline.console import command_logging
-from pipeline.errors import FAILURE_EXIT, USAGE_EXIT, UsageError, one_line
+from pipeline.errors import FAILURE_EXIT, USAGE_EXIT, UsageError, closest, one_line
 from pipeline.interrupts import INTERRUPTED_EXIT, Interrupts
 from schemas.version import FLEETGRADE_VERSION
 
@@ -111,9 +111,7 @@ def _parse(argv: list[str], command: str | None) -> argparse.Namespace:
     parser = build_parser(command)
     names = [name for name, _, _ in COMMANDS]
     if command is not None and command not in names:
-        close = difflib.get_close_matches(command, names, n=1)
-        hint = f"; did you mean {close[0]}?" if close else f"; the commands are {', '.join(names)}"
-        raise UsageError(f"unknown command {command!r}{hint}")
+        raise UsageError(f"unknown command {command!r}{closest(command, names, 'commands')}")
     tokens: list[str] = argv
     beam_flags: list[str] = []
     known = _option_strings(parser)
@@ -124,7 +122,14 @@ def _parse(argv: list[str], command: str | None) -> argparse.Namespace:
         # Ours win where the names overlap (--runner); the rest of Beam's pass through.
         tokens, beam_flags = split_beam_flags(argv, known)
         known += beam_option_strings()
-    args, extra = parser.parse_known_args(tokens)
+    try:
+        args, extra = parser.parse_known_args(tokens)
+    except UsageError:
+        # A misspelt required flag (--inptu) is the mistake to name, not the flag it left missing.
+        typos = [t for t in tokens if t.startswith("--") and _flag_name(t) not in known]
+        if typos:
+            raise unknown_argument(typos, known) from None
+        raise
     if extra:
         raise unknown_argument(extra, known)
     args.extra = beam_flags

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from graders.runs.console import printable
-from pipeline.errors import UsageError, literal_path
+from pipeline.errors import UsageError, closest, literal_path
 
 
 def _date(text: str) -> dt.date:
@@ -35,8 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def _check_workflows(output: str, wanted: tuple[str, ...]) -> None:
     """Each ``--workflow`` has rows in some table, or the report would be silently empty."""
-    import difflib
-
     from pipeline.tables import connect, present_tables
 
     tables = present_tables(output)
@@ -47,10 +45,8 @@ def _check_workflows(output: str, wanted: tuple[str, ...]) -> None:
         f"SELECT DISTINCT workflow FROM {table} WHERE workflow IS NOT NULL").fetchall()})
     for name in wanted:
         if name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            listed = ", ".join(known[:10]) + (", …" if len(known) > 10 else "")
-            hint = f"; did you mean {close[0]}?" if close else f"; the workflows are {listed}"
-            raise UsageError(f"--workflow {name!r} has no rows in this output{hint}", output)
+            raise UsageError(f"--workflow {name!r} has no rows in this output{closest(name, known, 'workflows')}",
+                             output)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -82,7 +78,11 @@ def handle(args: argparse.Namespace) -> int:
     target.parent.mkdir(parents=True, exist_ok=True)
     # Write then rename, so a reader never sees a half-written report.
     tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, target)
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        os.replace(tmp, target)
+    except BaseException:  # a full disk, Ctrl-C: no half page left beside the report
+        tmp.unlink(missing_ok=True)
+        raise
     print(printable(str(target)))
     return 0

@@ -11,11 +11,14 @@ is a bug and may still show a traceback. The statuses (docs/command-line.md, "Ex
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 from graders.runs.console import printable
 from transforms.output_lock import LOCKED_EXIT
 
-__all__ = ["FAILURE_EXIT", "LOCKED_EXIT", "USAGE_EXIT", "Failure", "InputError", "UsageError", "literal_path",
-           "one_line", "query_error"]
+__all__ = ["FAILURE_EXIT", "LOCKED_EXIT", "USAGE_EXIT", "Failure", "InputError", "UsageError", "closest",
+           "literal_path", "one_line", "query_error"]
 
 USAGE_EXIT = 2
 FAILURE_EXIT = 1
@@ -55,6 +58,17 @@ def query_error(exc: Exception, where: str | None = None) -> UsageError:
     if isinstance(exc, (duckdb.ProgrammingError, duckdb.DataError, duckdb.NotSupportedError, duckdb.IntegrityError)):
         return UsageError(what, where)
     return Failure(what, where)
+
+
+def closest(name: str, known: Iterable[str], kind: str) -> str:
+    """``; did you mean x?`` for the closest of ``known``, else ``; the <kind> are …`` (at most ten)."""
+    names = sorted(set(known))
+    close = difflib.get_close_matches(name, names, n=1)
+    if close:
+        return f"; did you mean {close[0]}?"
+    if not names:
+        return f"; there are no {kind}"
+    return f"; the {kind} are {', '.join(names[:10])}{', …' if len(names) > 10 else ''}"
 
 
 def one_line(command: str | None, what: str, where: str | None = None) -> str:

@@ -101,7 +101,7 @@ def read_document(path: Path, given: bool = True) -> Any:
     except YamlLimitError as exc:
         raise GradersConfigError(f"{label}: graders configuration refused: {exc}") from exc
     except (OSError, UnicodeDecodeError) as exc:
-        raise GradersConfigError(f"cannot read graders configuration {label}: {exc}") from exc
+        raise GradersConfigError(f"{label}: cannot read the graders configuration: {describe(exc)}") from exc
     if given and not text.strip():
         raise _empty(label)
     if path.suffix == ".md":

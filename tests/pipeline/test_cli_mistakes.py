@@ -43,6 +43,7 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (base / "bad.yaml").write_text(bad)
     (base / "typo.yaml").write_text("tool-success-rate: {threshhold: 0.9}\n")
     (base / "comments.yaml").write_text("# every built-in, later\n")
+    (base / "latin1.yaml").write_bytes("tool-success-rate: {threshold: 0.9}  # réglé\n".encode("latin-1"))
     (base / "unknown-id.yaml").write_text("graders:\n  tool-sucess-rate: {threshold: 0.9}\n")
     (base / "graders-dir").mkdir()
     (base / "graders-dir" / "ci-doctor.yaml").write_text(bad.replace("my-metric", "dir-metric"))
@@ -58,7 +59,7 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     traces = {"runs": [{"task": f"T{i}", "ok": 1, "steps": [{"step": 1, "tool": "Read"}]} for i in range(3000)]}
     (base / "traces.json").write_text(json.dumps(traces))
     return {"base": base, "fleet": fleet, "empty": base / "empty", "file": base / "notes.md",
-            "typo": base / "typo.yaml", "comments": base / "comments.yaml", "unknown_id": base / "unknown-id.yaml",
+            "typo": base / "typo.yaml", "comments": base / "comments.yaml", "latin1": base / "latin1.yaml", "unknown_id": base / "unknown-id.yaml",
             "bad": base / "bad.yaml", "bad_dir": base / "graders-dir", "tables": out, "graded": graded,
             "traces": base / "traces.json"}
 
@@ -84,6 +85,14 @@ MISTAKES: list[tuple[str, Args, int, str]] = [
     ("typo-in-flag", _run("--graders-dri", "examples/graders"), 2,
      r"unknown flag --graders-dri; did you mean --graders-dir\?$"),
     ("unknown-flag", _run("--frobnicate"), 2, r"unknown flag --frobnicate$"),
+    # Named as the typo it is, not as the required flag it left missing.
+    ("typo-in-a-required-flag", lambda p: ["run", "--inptu", str(p["fleet"]), "--output", str(p["base"] / "out")], 2,
+     r"unknown flag --inptu; did you mean --input\?$"),
+    ("regrade-typo-in-a-required-flag", lambda p: ["regrade", "--evidence_at", "2026-12-01T00:00:00Z", "--input",
+                                                   str(p["fleet"]), "--output", str(p["base"] / "o")],
+     2, r"unknown flag --evidence_at; did you mean --evidence-at\?$"),
+    ("bigquery-ddl-typo-in-a-required-flag", lambda p: ["bigquery-ddl", str(p["tables"]), "--datset", "ds"], 2,
+     r"unknown flag --datset; did you mean --dataset\?$"),
     ("abbreviation", _run("--ful"), 2, r"unknown flag --ful; did you mean --full\?$"),
     ("beam-flag-of-another-runner", _run("--flink_master", "x"), 2, r"unknown flag --flink_master"),
     ("beam-flag-bad-value", _run("--num_workers", "many"), 2, r"argument --num_workers: invalid int value"),
@@ -113,6 +122,13 @@ MISTAKES: list[tuple[str, Args, int, str]] = [
      r"inline grader 'dir-metric' does not compile: SyntaxError: .*ci-doctor\.yaml: graders\.dir-metric\.script"),
     ("graders-unknown-field", lambda p: _run("--graders", str(p["typo"]))(p), 2,
      r'typo\.yaml: graders\.tool-success-rate has an unknown field "threshhold"; did you mean "threshold"\?'),
+    # An unreadable graders file: one line naming it once and why.
+    ("graders-not-utf8", lambda p: _run("--graders", str(p["latin1"]))(p), 2,
+     r"run: \S*latin1\.yaml: cannot read the graders configuration: not UTF-8 text \(byte 0xe9 at offset 40\)$"),
+    ("graders-is-a-folder", lambda p: _run("--graders", str(p["empty"]))(p), 2,
+     r"run: \S*empty: cannot read the graders configuration: Is a directory$"),
+    ("graders-missing", _run("--graders", "/nonexistent/graders.yaml"), 2,
+     r"run: /nonexistent/graders\.yaml: cannot read the graders configuration: No such file or directory$"),
     ("graders-empty-file", lambda p: _run("--graders", str(p["comments"]))(p), 2,
      r"comments\.yaml: the graders configuration is empty"),
     ("graders-unknown-id", lambda p: _run("--graders", str(p["unknown_id"]))(p), 2,

@@ -20,7 +20,10 @@ import pytest
 from graders.tables.parquet import encode_table
 from pipeline.cli import main
 from tests.conftest import REPO
+from tests.helpers.demo import demo_root
 from tests.pipeline.test_output_lock_cli import live_lock
+
+__all__ = ["demo_root"]  # the fixture
 
 EXE = Path(sys.executable).parent / "fleetgrade"
 FLEET = REPO / "examples" / "fleet"
@@ -111,3 +114,35 @@ def test_ctrl_c_of_any_command_is_130(places: dict[str, Path]) -> None:
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert (proc.returncode, err) == (130, "fleetgrade sql: interrupted\n"), (out, err)
+
+
+def _loaded(pid: int, library: str) -> bool:
+    """The process has mapped ``library`` (it got as far as importing it)."""
+    try:
+        return library in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("after", [0.0, 1.0, 2.5], ids=["queries-start", "queries", "later"])
+def test_ctrl_c_during_report_is_one_line_and_130(demo_root: Path, tmp_path: Path, after: float) -> None:
+    """Issue 42: SIGINT to the process group at several points of `report` over the demo, counted
+    from when it loads DuckDB (its handler is installed by then; the interpreter's own start-up is
+    Python's): one line and 130, or, finished first, the page whole; never a traceback, never a
+    half-written page beside it."""
+    target = tmp_path / "report.html"
+    proc = subprocess.Popen([str(EXE), "report", str(demo_root / "demo-output"), "--html", str(target)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + TIMEOUT
+    while not _loaded(proc.pid, "_duckdb") and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(after)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=TIMEOUT)
+    if after == 0.0 or proc.returncode != 0:  # the first point always comes before the page is written
+        assert (proc.returncode, err) == (130, "fleetgrade report: interrupted\n"), (out, err)
+        assert out == "" and list(tmp_path.iterdir()) == []
+    else:
+        assert err == "" and out == f"{target}\n"
+        assert target.read_text(encoding="utf-8").rstrip().endswith("</html>")
+        assert list(tmp_path.iterdir()) == [target]

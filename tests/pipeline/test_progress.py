@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import REPO
@@ -112,3 +113,8 @@ def test_a_stray_file_is_not_counted_as_a_graded_run(tmp_path: Path) -> None:
     assert "all 73 run(s) read: 69 graded, 4 dead-lettered; 2 stray file(s) skipped; writing the tables" in lines, lines
     assert any(line.startswith("73 run(s) discovered: 69 graded, 4 dead-lettered, 0 unchanged, 0 outside "
                                "--since/--until; 2 stray file(s) skipped;") for line in lines), lines
+    # And the tables hold what the summary says: inputs = graded + dead-lettered, row for row.
+    def rows(table: str) -> int:
+        return sum(pq.read_metadata(part).num_rows for part in (tmp_path / "out" / table).rglob("*.parquet"))
+
+    assert (rows("runs"), rows("dead_letter")) == (69, 4)
