@@ -25,8 +25,8 @@ from graders.families.trace_rules.config import TraceConfig
 from graders.families.trace_rules.verdicts import grade_run as grade_trace_rules
 from graders.formats.ghaw.trace import run_from_ghaw_trace, task_key
 from graders.formats.session import steps_of
-from graders.grading.engine import Executor, grade_trace
-from graders.grading.plan import GradingPlan, PlanSet, family_ids
+from graders.grading.engine import Executor, TimeoutBreaker, grade_trace
+from graders.grading.plan import TIMEOUT_LIMIT, GradingPlan, PlanSet, family_ids
 from graders.grading.registry import close_executor, make_executor, sandboxed_families
 from graders.prepare import PreparedRun, prepare_run
 from graders.runs.runfiles import RunFiles
@@ -126,15 +126,17 @@ def bind_executor(executor: Executor, prep: PreparedRun) -> Executor:
     return bound
 
 
-def open_executors(families: Iterable[str], allow_unsandboxed: bool = False) -> dict[str, Executor]:
-    """The sandboxes of the sandboxed families among ``families`` (close with ``close_executors``)."""
-    executors = {}
+def open_executors(families: Iterable[str], allow_unsandboxed: bool = False,
+                   timeout_limit: int = TIMEOUT_LIMIT) -> dict[str, Executor]:
+    """The sandboxes of the sandboxed families among ``families`` (close with ``close_executors``),
+    each stopping a grader that times out on ``timeout_limit`` consecutive runs (engine.TimeoutBreaker)."""
+    executors: dict[str, Executor] = {}
     sandboxed = sandboxed_families()
     for family in families:
         if family in sandboxed:
             executor = make_executor(family, allow_unsandboxed)
             if executor is not None:
-                executors[family] = executor
+                executors[family] = TimeoutBreaker(executor, timeout_limit)
     return executors
 
 

@@ -49,6 +49,16 @@ class NotASession:
 
 
 @dataclass
+class SessionClaim:
+    """The identity one session claims (``prepare_sessions(claims_only=True)``): its file, its
+    run identity, and the digest of its file's bytes (its subagents' included)."""
+
+    path: str
+    meta: RunMeta
+    digest: str
+
+
+@dataclass
 class SessionFailure:
     """A session file that is not graded: where it is, why, and what its path says."""
 
@@ -122,17 +132,43 @@ def _digest(parts: list[tuple[str, int, str]]) -> str:
     return h.hexdigest()
 
 
+def session_digest(files: RunFiles, rel: str) -> str:
+    """The input digest of the session file ``rel`` of a folder's ``files`` (with its subagent
+    files), as :func:`prepare_sessions` takes it: equal for byte-identical copies."""
+    stem = rel.removesuffix(".jsonl")
+    own = [rel, *sorted(r for r in files.sizes if SUBAGENT_FILE.match(r) and r.startswith(stem + "/"))]
+    return _digest([(r, *FileStream(files, r).digest()) for r in own])
+
+
 def _open_as(files: RunFiles, rel: str, _as: str) -> AbstractContextManager[IO[bytes]]:
     """``files``' file ``rel``, opened under another name (a session file read as a run's file)."""
     return files.open(rel)
 
 
 def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | SessionFailure | NotASession]:
+    """Every session of every file in ``files`` (one folder's session files), one file at a time
+    (:func:`_read_sessions`)."""
+    for item in _read_sessions(files, hint, claims_only=False):
+        assert not isinstance(item, SessionClaim)
+        yield item
+
+
+def claim_sessions(files: RunFiles, hint: str) -> Iterator[SessionClaim | SessionFailure | NotASession]:
+    """The identity each session of ``files`` claims, read as :func:`prepare_sessions` reads it
+    (the same readers, budgets and failures) but with no trace built (transforms/duplicates.py)."""
+    for item in _read_sessions(files, hint, claims_only=True):
+        assert not isinstance(item, PreparedRun)
+        yield item
+
+
+def _read_sessions(files: RunFiles, hint: str, claims_only: bool,
+                   ) -> Iterator[PreparedRun | SessionClaim | SessionFailure | NotASession]:
     """Every session of every file in ``files`` (one folder's session files), one file at a time.
 
     Whatever reading one file raises (a reader's bug included) is that file's failure: the
     generator itself does not raise, so its sessions can be graded as they come, each file read
-    as a stream and freed before the next (docs/hostile-input.md, "Memory")."""
+    as a stream and freed before the next (docs/hostile-input.md, "Memory"). ``claims_only``:
+    each session's :class:`SessionClaim` instead, read alike but with no trace built."""
     root = files.root.rstrip("/")
     names = sorted(files.sizes)
     subagent = {rel for rel in names if SUBAGENT_FILE.match(rel) and f"{rel.split('/', 1)[0]}.jsonl" in names}
@@ -147,7 +183,7 @@ def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | Sessi
         # Each session file is an input of its own: its own read budget (bytes, time), not the folder's.
         one = RunFiles(files.root, {r: files.sizes[r] for r in own}, files.open)
         streams = {r: FileStream(one, r) for r in own}
-        prepared: list[PreparedRun] = []
+        prepared: list[PreparedRun | SessionClaim] = []
         try:
             if rel.endswith(SNIFFED_SUFFIXES) and sniff(rel, streams[rel].head(SNIFF_BYTES)) is None:
                 yield NotASession(display)
@@ -161,6 +197,9 @@ def prepare_sessions(files: RunFiles, hint: str) -> Iterator[PreparedRun | Sessi
             digest = _digest(parts)
             for s in sessions:
                 meta = session_meta(s, rel, folder_hint, display, files.mtimes.get(rel))
+                if claims_only:  # who the session says it is (transforms/duplicates.py), nothing more
+                    prepared.append(SessionClaim(display, meta, digest))
+                    continue
                 report = PreprocessReport(sources={"session": rel}, warnings=list(s.warnings),
                                           bytes_read=sum(size for _, size, _ in parts))
                 run = s.run(task=meta.workflow, run_id=meta.run_id)

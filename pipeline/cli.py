@@ -21,7 +21,9 @@ from collections.abc import Iterable, Sequence
 from typing import NoReturn
 
 from pipeline.beam_flags import beam_option_strings, split_beam_flags
-from pipeline.errors import USAGE_EXIT, UsageError, one_line
+from pipeline.console import command_logging
+from pipeline.errors import FAILURE_EXIT, USAGE_EXIT, UsageError, closest, one_line
+from pipeline.interrupts import INTERRUPTED_EXIT, Interrupts
 from schemas.version import FLEETGRADE_VERSION
 
 # (command, module that registers it, the one-line help of `fleetgrade --help`), in --help order.
@@ -109,9 +111,7 @@ def _parse(argv: list[str], command: str | None) -> argparse.Namespace:
     parser = build_parser(command)
     names = [name for name, _, _ in COMMANDS]
     if command is not None and command not in names:
-        close = difflib.get_close_matches(command, names, n=1)
-        hint = f"; did you mean {close[0]}?" if close else f"; the commands are {', '.join(names)}"
-        raise UsageError(f"unknown command {command!r}{hint}")
+        raise UsageError(f"unknown command {command!r}{closest(command, names, 'commands')}")
     tokens: list[str] = argv
     beam_flags: list[str] = []
     known = _option_strings(parser)
@@ -122,7 +122,14 @@ def _parse(argv: list[str], command: str | None) -> argparse.Namespace:
         # Ours win where the names overlap (--runner); the rest of Beam's pass through.
         tokens, beam_flags = split_beam_flags(argv, known)
         known += beam_option_strings()
-    args, extra = parser.parse_known_args(tokens)
+    try:
+        args, extra = parser.parse_known_args(tokens)
+    except UsageError:
+        # A misspelt required flag (--inptu) is the mistake to name, not the flag it left missing.
+        typos = [t for t in tokens if t.startswith("--") and _flag_name(t) not in known]
+        if typos:
+            raise unknown_argument(typos, known) from None
+        raise
     if extra:
         raise unknown_argument(extra, known)
     args.extra = beam_flags
@@ -150,14 +157,34 @@ def _quiet_stdout() -> None:
         pass
 
 
-# OSErrors that are about the user's files or machine, not a bug: one line naming the path.
-_USER_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR, errno.EEXIST,
-                          errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.ENAMETOOLONG})
+# OSErrors about the user's paths (a usage mistake, 2) or the machine (a failure while running, 1).
+_PATH_ERRNOS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR, errno.EEXIST,
+                          errno.ENAMETOOLONG})
+_MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = command_of(argv)
+    with command_logging():  # warnings of every command, escaped (`run` sets its --log-level)
+        return _interruptible(argv, command)
+
+
+def _interruptible(argv: list[str], command: str | None) -> int:
+    with Interrupts(relay=command in BEAM_COMMANDS) as interrupts:
+        try:
+            code = _command(argv, command)
+        except BaseException:
+            if not interrupts.caught:
+                raise
+            code = INTERRUPTED_EXIT  # however the interrupt came back (Beam's RuntimeError, …)
+        if interrupts.caught or code == INTERRUPTED_EXIT:
+            interrupts.say(one_line(command, "interrupted"))
+            return INTERRUPTED_EXIT
+    return code
+
+
+def _command(argv: list[str], command: str | None) -> int:
     try:
         args = _parse(argv, command)
         if not getattr(args, "func", None):
@@ -175,13 +202,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_stdout()
         return BROKEN_PIPE_EXIT
     except OSError as exc:
-        if exc.errno not in _USER_ERRNOS or not exc.filename:
+        if exc.errno not in _PATH_ERRNOS | _MACHINE_ERRNOS or not exc.filename:
             raise
         print(one_line(command, exc.strerror or str(exc), str(exc.filename)), file=sys.stderr)
-        return 1
+        return FAILURE_EXIT if exc.errno in _MACHINE_ERRNOS else USAGE_EXIT
     except KeyboardInterrupt:
-        print(one_line(command, "interrupted"), file=sys.stderr)
-        return 130
+        return INTERRUPTED_EXIT
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import argparse
 import re
 import sys
 
-from pipeline.errors import UsageError
+from pipeline.errors import Failure, UsageError, literal_path
 
 # BigQuery dataset ids, optionally project-qualified; anything else would break the quoted identifier.
 _DATASET = re.compile(r"^(?:[A-Za-z0-9_.:-]+\.)?[A-Za-z0-9_]+$")
@@ -32,11 +32,12 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(f"invalid dataset name {args.dataset!r}")
     if "'" in args.prefix or "\\" in args.prefix:
         raise UsageError(f"invalid prefix {args.prefix!r}")
+    literal_path(args.prefix, "the prefix")  # BigQuery's URIs take `*` for a wildcard too
     if not args.prefix.startswith("gs://") and not args.local_uris:
         raise UsageError("BigQuery reads external tables from gs:// only; give the gs:// --output of "
                          "`fleetgrade run` (or --local-uris to print the DDL anyway)", args.prefix)
     try:
         sys.stdout.write(all_ddl(args.prefix, args.dataset))
-    except UnmappedTypeError as exc:
-        raise UsageError(str(exc), exit_code=1) from exc
+    except UnmappedTypeError as exc:  # a schema this build cannot map: ours, not the user's
+        raise Failure(str(exc)) from exc
     return 0

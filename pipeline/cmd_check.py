@@ -17,8 +17,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from graders.stats.cells import DEFAULT_BASELINE, DEFAULT_FDR, DEFAULT_WINDOW, MIN_RUNS, verdict
-from pipeline.errors import UsageError, one_line
+from pipeline.console import json_text, shown_rows
+from pipeline.errors import UsageError, closest, literal_path, one_line
 from pipeline.options import days
 from pipeline.stats_read import (
     CHANGED,
@@ -31,6 +34,7 @@ from pipeline.stats_read import (
     stored_windows,
     worst_first,
 )
+from pipeline.tables import explain
 
 COLUMNS = ("workflow", "grader", "verdict", "current", "baseline", "diff [95% interval]", "q", "change")
 # No cell could be tested (docs/command-line.md): not 0, since the gate saw nothing, and apart
@@ -103,7 +107,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def _regressions(args: argparse.Namespace) -> list[dict[str, Any]]:
-    out = args.output
+    out = literal_path(args.output, "the output folder")
     if out.startswith("gs://"):
         return _stored_on_gcs(args)
     if not Path(out).is_dir():
@@ -143,12 +147,16 @@ def _stored_on_gcs(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def handle(args: argparse.Namespace) -> int:
     out = args.output
-    rows = _regressions(args)
+    try:
+        rows = _regressions(args)
+    except duckdb.Error as exc:  # a damaged partition file, named
+        raise explain(out, exc, out) from exc
     known = {r["workflow"] for r in rows}, {r["grader_id"] for r in rows}
     for flag, wanted, present in (("--workflow", args.workflow, known[0]), ("--grader", args.grader, known[1])):
         missing = sorted(set(wanted) - present)
         if missing:
-            raise UsageError(f"{flag} {missing[0]} has no regressions rows", out)
+            kind = "workflows" if flag == "--workflow" else "graders"
+            raise UsageError(f"{flag} {missing[0]} has no regressions rows{closest(missing[0], present, kind)}", out)
     rows = [{**r, "verdict": verdict(r, args.fdr, args.min_effect)} for r in rows
             if (not args.workflow or r["workflow"] in args.workflow)
             and (not args.grader or r["grader_id"] in args.grader)]
@@ -158,15 +166,13 @@ def handle(args: argparse.Namespace) -> int:
                                                                 "insufficient-data")}
     tested = len(rows) - counts["insufficient-data"]
     if args.json:
-        import orjson
-
         doc = {"fdr": args.fdr, "min_effect": args.min_effect, "window": args.window, "baseline": args.baseline,
                "regressed": counts["regressed"], "tested": tested, "untested": counts["insufficient-data"],
                "never_graded": [{"workflow": r["workflow"], "grader_id": r["grader_id"]} for r in never],
                "rows": rows}
-        sys.stdout.write(orjson.dumps(doc, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(json_text(doc))
     elif tested or args.allow_untested:
-        print(_table(rows))
+        print(_table(shown_rows(rows)))  # names from artifacts, escaped
         print(f"\n{len(rows)} cell(s): " + ", ".join(f"{n} {v}" for v, n in counts.items())
               + f" (q ≤ {args.fdr:g}, |effect| ≥ {args.min_effect:g} SD; {args.window} days vs the "
               f"{args.baseline} before)")

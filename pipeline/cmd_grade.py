@@ -14,6 +14,7 @@ from graders.jsrt.jscompat import js_stringify
 from graders.jsrt.jsonio import JsonError, parse_json
 from graders.one_run import RunGrader, close_executors, open_executors
 from graders.prepare import PreparedRun, prepare_run
+from graders.runs.console import printable
 from graders.runs.runfiles import local_run_files
 from graders.single_run import runs_inside, single_run_meta
 from pipeline.errors import InputError, UsageError
@@ -146,6 +147,6 @@ def handle_preprocess(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise InputError(str(exc)) from exc
     for warning in prep.report.warnings:
-        print(f"fleetgrade preprocess: warning: {warning}", file=sys.stderr)
+        print(printable(f"fleetgrade preprocess: warning: {warning}"), file=sys.stderr)
     sys.stdout.write((js_stringify(prep.trace) or "null") + "\n")
     return 0

@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from pipeline.errors import UsageError
+from graders.runs.console import printable
+from pipeline.console import json_text
+from pipeline.errors import Failure, UsageError
 from pipeline.options import add_allow_empty_argument, add_runner_arguments
 from transforms.heap import relax_young_collections
 
@@ -39,8 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=handle)
 
 
-def _fail(message: str, code: int = 1) -> NoReturn:
-    raise UsageError(message, exit_code=code)
+def _fail(message: str) -> NoReturn:
+    """An input or usage mistake (exit 2): the command line, or the run it names."""
+    raise UsageError(message)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -53,22 +56,20 @@ def handle(args: argparse.Namespace) -> int:
     try:
         parse_timestamp(args.evidence_at, "--evidence-at")
     except OperationalValueError as exc:
-        return _fail(f"{exc}, got {args.evidence_at!r}", 2)
+        return _fail(f"{exc}, got {args.evidence_at!r}")
     if args.run_dir is not None:
         if args.input or args.output or args.extra:
-            return _fail("RUN_DIR cannot be combined with --input, --output or Beam flags", 2)
+            return _fail("RUN_DIR cannot be combined with --input, --output or Beam flags")
         return regrade_one(Path(args.run_dir), args.evidence_at, args.json, args.allow_unsandboxed)
     if not args.input or not args.output:
-        return _fail("either RUN_DIR or both --input and --output are required", 2)
+        return _fail("either RUN_DIR or both --input and --output are required")
     if args.json:
-        return _fail("--json prints one run's observation: give a RUN_DIR", 2)
+        return _fail("--json prints one run's observation: give a RUN_DIR")
     return regrade_fleet(args)
 
 
 def regrade_one(root: Path, evidence_at: str, as_json: bool, allow_unsandboxed: bool) -> int:
-    import orjson
-
-    from graders.families.opvalue.errors import OperationalValueError
+    from graders.families.opvalue.errors import OperationalValueError, SandboxUnavailableError
     from graders.families.opvalue.regrade import regrade
     from graders.families.opvalue.sandbox import SandboxOptions
     from graders.prepare import prepare_run
@@ -87,13 +88,15 @@ def regrade_one(root: Path, evidence_at: str, as_json: bool, allow_unsandboxed: 
         return _fail(f"{where}: no archived operational-value evaluator (operational_value_evaluator.sh)")
     try:
         row = regrade(regrade_input(prep, files), evidence_at, SandboxOptions(allow_unsandboxed=allow_unsandboxed))
-    except OperationalValueError as exc:
+    except SandboxUnavailableError as exc:  # the machine, not the run: a failure while running
+        raise Failure(f"{where}: {exc}") from exc
+    except OperationalValueError as exc:  # the run's archive does not verify, or has no original result
         return _fail(f"{where}: {exc}")
     doc = observation_json(row)
     if as_json:
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(json_text(doc))
     else:
-        print(f"run {doc['run_id']} at {doc['evidence_at']}: {doc['status']}, value {doc['value']}")
+        print(printable(f"run {doc['run_id']} at {doc['evidence_at']}: {doc['status']}, value {doc['value']}"))
     return 0
 
 

@@ -11,6 +11,9 @@ from pipeline.options import add_run_arguments
 from transforms.heap import relax_young_collections
 
 LOG = logging.getLogger("fleetgrade")
+# A damaged output file found by a pass is rewritten and its runs marked; the next pass regrades
+# them (and may find another file of theirs damaged): one pass per file, at most this many.
+MAX_PASSES = 4
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -37,7 +40,8 @@ def handle(args: argparse.Namespace) -> int:
     preflight.check_window(args.since, args.until)
     validated = check_local(args)
     try:
-        plans = load_plans(args.graders, args.graders_dir, args.archived_evaluators, args.allow_unsandboxed)
+        plans = load_plans(args.graders, args.graders_dir, args.archived_evaluators, args.allow_unsandboxed,
+                           args.grader_timeout_limit)
         trace_config = load_trace_config(args.trace_config)
     except PlanLoadError as exc:
         raise UsageError(str(exc)) from exc
@@ -46,23 +50,30 @@ def handle(args: argparse.Namespace) -> int:
 
     from pipeline import graph
 
-    started = time.monotonic()
-    result = launch(args, "run", validated, lambda p, job: graph.build(
-        p, args.input, args.output, plans, job, trace_config, full=args.full, since=args.since,
-        until=args.until, resource_hints=args.runner == "dataflow", regression_window=args.regression_window,
-        regression_baseline=args.regression_baseline, outlier_factor=args.outlier_factor,
-        outlier_days=args.outlier_days))
-    if result is None:
-        return 0
-    late = counter(result, "runs_prepared_out_of_window")
-    window = counter(result, "runs_out_of_window") + late
-    dead_at_grading = counter(result, "runs_dead_lettered_grading")  # transforms.grade.DEAD_AT_GRADING
-    LOG.info(
-        "%d run(s) discovered: %d graded, %d dead-lettered, %d unchanged, %d outside --since/--until; "
-        "%d stray file(s) skipped; %d partition file(s) written, %d unchanged, in %.1fs → %s",
-        counter(result, "runs_discovered"), counter(result, "runs_prepared") - late - dead_at_grading,
-        counter(result, "runs_dead_lettered") + dead_at_grading, counter(result, "runs_unchanged"), window,
-        counter(result, "stray_files_skipped"), counter(result, "partitions_written"),
-        counter(result, "partitions_unchanged"), time.monotonic() - started, args.output,
-    )
-    return 0
+    for attempt in range(1, MAX_PASSES + 1):
+        started = time.monotonic()
+        result = launch(args, "run", validated, lambda p, job: graph.build(
+            p, args.input, args.output, plans, job, trace_config, full=args.full, since=args.since,
+            until=args.until, resource_hints=args.runner == "dataflow", regression_window=args.regression_window,
+            regression_baseline=args.regression_baseline, outlier_factor=args.outlier_factor,
+            outlier_days=args.outlier_days))
+        if result is None:
+            return 0
+        late = counter(result, "runs_prepared_out_of_window")
+        window = counter(result, "runs_out_of_window") + late
+        dead_at_grading = counter(result, "runs_dead_lettered_grading")  # transforms.grade.DEAD_AT_GRADING
+        LOG.info(
+            "%d run(s) discovered: %d graded, %d dead-lettered, %d unchanged, %d outside --since/--until; "
+            "%d stray file(s) skipped; %d partition file(s) written, %d unchanged, in %.1fs → %s",
+            counter(result, "runs_discovered"), counter(result, "runs_prepared") - late - dead_at_grading,
+            counter(result, "runs_dead_lettered") + dead_at_grading, counter(result, "runs_unchanged"), window,
+            counter(result, "stray_files_skipped"), counter(result, "partitions_written"),
+            counter(result, "partitions_unchanged"), time.monotonic() - started, args.output,
+        )
+        damaged = counter(result, "partitions_damaged")
+        if not damaged or args.full:  # --full regraded every run they held already
+            return 0
+        if attempt < MAX_PASSES:
+            LOG.warning("%d damaged output file(s) rewritten; regrading the runs they held", damaged)
+    raise UsageError(f"damaged output files still found after {MAX_PASSES} passes; run again with --full",
+                     args.output, exit_code=1)

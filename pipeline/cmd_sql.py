@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
 from typing import TYPE_CHECKING
 
-from pipeline.errors import UsageError
+from graders.runs.console import printable
+from pipeline.console import json_text, printable_lines
+from pipeline.errors import UsageError, literal_path
+from pipeline.interrupts import interruptible
 
 if TYPE_CHECKING:
     import duckdb
@@ -27,28 +32,38 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def handle(args: argparse.Namespace) -> int:
     import duckdb
 
-    from pipeline.tables import connect, present_tables
+    from pipeline.tables import connect, explain, present_tables
 
+    literal_path(args.output, "the output folder")
     if not present_tables(args.output):
-        raise UsageError("no fleetgrade tables found", args.output, exit_code=1)
+        raise UsageError("no fleetgrade tables found", args.output)
     con = connect(args.output)
-    try:
-        rel = con.sql(args.query)
-    except duckdb.Error as exc:
-        raise UsageError(str(exc), exit_code=1) from exc
+    try:  # the query runs in a thread, so that Ctrl-C interrupts it (pipeline/interrupts.py)
+        interruptible(con.interrupt, lambda: _answer(con, args.query, args.format))
+    except duckdb.Error as exc:  # the query's mistake, or a damaged file it read
+        raise explain(args.output, exc) from exc
+    return 0
+
+
+def _answer(con: duckdb.DuckDBPyConnection, query: str, fmt: str) -> None:
+    rel = con.sql(query)
     if rel is None:
-        return 0
-    if args.format == "table":
-        rel.show(max_width=200, max_rows=200)
-    elif args.format == "csv":
+        return
+    if fmt == "table":
+        _table(rel)
+    elif fmt == "csv":
         _csv(rel)
     else:
-        import orjson
-
         cols = rel.columns
-        rows = [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
-        sys.stdout.write(orjson.dumps(rows, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
-    return 0
+        sys.stdout.write(json_text([dict(zip(cols, r, strict=True)) for r in rel.fetchall()]))
+
+
+def _table(rel: duckdb.DuckDBPyRelation) -> None:
+    """DuckDB's box (it shows C0 controls as ``\\n``, ``\\e``…), each line escaped for the rest (C1, bidi)."""
+    box = io.StringIO()
+    with contextlib.redirect_stdout(box):  # DuckDB prints through Python's print
+        rel.show(max_width=200, max_rows=200)
+    sys.stdout.write(printable_lines(box.getvalue()))
 
 
 def _csv(rel: duckdb.DuckDBPyRelation) -> None:
@@ -56,4 +71,7 @@ def _csv(rel: duckdb.DuckDBPyRelation) -> None:
 
     writer = csv.writer(sys.stdout)
     writer.writerow(rel.columns)
-    writer.writerows(rel.fetchall())
+    rows = rel.fetchall()
+    if sys.stdout.isatty():  # a terminal shows the text escaped; a file or a pipe gets it as stored
+        rows = [tuple(printable(v) if isinstance(v, str) else v for v in row) for row in rows]
+    writer.writerows(rows)

@@ -25,6 +25,7 @@ from graders.formats.hooks import runs_from_audit
 from graders.formats.jsonl import read_lines
 from graders.formats.model import Run
 from graders.formats.parsers import TraceFormatError, runs_from_traces
+from graders.runs.console import printable
 
 PROG = "fleetgrade trace"
 # Source flags in the reference's precedence order; the Copilot parser and --input are ours.
@@ -59,11 +60,11 @@ def register(subparsers: Any) -> None:
 
 
 def _error(message: str) -> None:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+    print(printable(f"{PROG}: error: {message}"), file=sys.stderr)
 
 
 def _warn(message: str) -> None:
-    print(f"{WARN_PREFIX} {message}", file=sys.stderr)
+    print(printable(f"{WARN_PREFIX} {message}"), file=sys.stderr)
 
 
 def _read_runs(kind: str, path: str, task: str | None) -> list[Run]:

@@ -18,6 +18,7 @@ from graders.stats.outliers import DEFAULT_DAYS, DEFAULT_FACTOR
 from schemas.state_table import STATE_TABLE
 from transforms.cost import CostOutliers
 from transforms.grade import Grade
+from transforms.incremental import forget_damaged
 from transforms.sink import TableWrites, WriteTables
 from transforms.stages import Prepare, ReadRuns, TraceVerdicts, TrackState
 from transforms.stats import DEFAULT_BASELINE, DEFAULT_WINDOW, FleetStats
@@ -46,6 +47,7 @@ def build(
     ``regression_window``/``regression_baseline`` are the days of the ``regressions`` windows;
     ``outlier_factor``/``outlier_days`` the k and N of ``cost_outliers``.
     """
+    forget_damaged()  # each job names the damaged files it meets
     cfg = trace_config or default_config()
     found = p | "ReadRuns" >> ReadRuns(input_base, output, plans, cfg, full, since, until)
     prepared = found["runs"] | "Prepare" >> Prepare(input_base, since, until)
@@ -64,11 +66,12 @@ def build(
         "dead_letter": (prepared["dead"], found["dead"], graded["dead_letter"], graded["crashed"]),
         "trace_verdicts": graded["trace_verdicts"],
         "grader_drift": graded["grader_drift"],
-        "task_reliability": reliability,
+        "task_reliability": reliability["rows"],
         "grader_stats": stats["grader_stats"],
         "regressions": stats["regressions"],
         "cost_outliers": cost["cost_outliers"],
         STATE_TABLE: (*kept.values(), *tracked["state"].values()),
     }
-    return (TableWrites(tables, drops=(tracked["drops"], stats["drops"], cost["drops"]))
-            | "WriteTables" >> WriteTables(output, token))
+    drops = (tracked["drops"], stats["drops"], cost["drops"], reliability["damaged"], found["drops"])
+    # --full regrades every run a damaged partition held in this job already.
+    return TableWrites(tables, drops=drops) | "WriteTables" >> WriteTables(output, token, regrade_damaged=not full)

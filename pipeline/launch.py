@@ -10,10 +10,17 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pipeline import preflight
+from pipeline import console, preflight
 from pipeline.beam_flags import parse_check
 from pipeline.errors import UsageError
-from pipeline.options import LOCAL_RUNNERS, dask_missing, is_dry_run, pipeline_options, runner_object
+from pipeline.options import (
+    LOCAL_RUNNERS,
+    dask_missing,
+    is_dry_run,
+    pipeline_options,
+    reports_progress,
+    runner_object,
+)
 from pipeline.runners.loopback import loopback_grpc
 from transforms.heap import tune_heap
 from transforms.output_lock import OutputError, output_lock
@@ -26,7 +33,7 @@ if TYPE_CHECKING:
 
 
 def configure_logging(level: str) -> None:
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    console.configure_logging(level)
     for noisy in ("apache_beam", "urllib3", "google"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     # Dask's scheduler and local workers set their loggers' levels from dask's config when
@@ -81,7 +88,7 @@ def new_pipeline(args: argparse.Namespace, options: PipelineOptions) -> beam.Pip
 
 
 def run_pipeline(args: argparse.Namespace, options: PipelineOptions, p: beam.Pipeline,
-                 build: Callable[[beam.Pipeline], object]) -> PipelineResult | None:
+                 build: Callable[[beam.Pipeline], object], read_as: str = "graded") -> PipelineResult | None:
     """Build with ``build(p)`` and wait for the end; None for a dry run, which runs nothing.
 
     On a dry run the graph is built either way; Dataflow's runner then makes the job request
@@ -94,7 +101,8 @@ def run_pipeline(args: argparse.Namespace, options: PipelineOptions, p: beam.Pip
         else:  # the others would run the job: serialize the graph a runner would be handed
             p.to_runner_api()
         return None
-    with reporting(enabled=args.runner in LOCAL_RUNNERS):  # one line for the job; never on Dataflow
+    # One line for the job; never on Dataflow. ``read_as``: what a run read is to this command.
+    with reporting(enabled=reports_progress(args.runner, options), read_as=read_as):
         result = p.run()
         result.wait_until_finish()
     return result
@@ -112,7 +120,8 @@ def run_locked(args: argparse.Namespace, options: PipelineOptions, p: beam.Pipel
     try:
         with output_lock(args.output, job, command):
             upgrade_output(args.output)  # an older fleetgrade's column types, before anything reads them
-            return run_pipeline(args, options, p, lambda q: build(q, job))
+            return run_pipeline(args, options, p, lambda q: build(q, job),
+                                "graded" if command == "run" else "to regrade")
     except OutputError as exc:
         raise UsageError(str(exc), exit_code=exc.exit_code) from exc
 

@@ -59,6 +59,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="regressions: current window in days, ending on each workflow's latest date (default 7)")
     parser.add_argument("--regression-baseline", metavar="DAYS", type=days, default=28,
                         help="regressions: baseline window in days just before the current one (default 28)")
+    parser.add_argument("--grader-timeout-limit", metavar="K", type=_count, default=3,
+                        help="an inline grader that times out on K consecutive runs (in one worker) is errored, "
+                             "unrun, for the rest of the job (default 3; 0: never)")
     parser.add_argument("--outlier-factor", metavar="K", type=_factor, default=2.0,
                         help="cost_outliers: a run is listed when its AI Credits (else tokens) exceed K times its "
                         "workflow's median over the --outlier-days before its date (default 2)")
@@ -108,6 +111,16 @@ def _date(text: str) -> str:
         raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {text!r}") from None
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {text!r}")
+    return value
+
+
 def days(text: str) -> int:
     """A window length: a whole number of days, at most ten years (dates stay in range)."""
     try:
@@ -132,6 +145,16 @@ def runner_object(name: str) -> PipelineRunner | None:
 
         return DaskRunner()
     return None
+
+
+def reports_progress(runner: str, options: PipelineOptions) -> bool:
+    """Progress lines need the workers on this machine, in this environment: the local runners,
+    and a Dask cluster the job starts itself (transforms/progress.py)."""
+    if runner == "dask":
+        from pipeline.runners.dask_runner import starts_local_cluster
+
+        return starts_local_cluster(options)
+    return runner in LOCAL_RUNNERS
 
 
 def dask_missing() -> str | None:

@@ -10,7 +10,7 @@ from graders.families.opvalue.freeze import validate_content
 from graders.families.trace_rules.config import ConfigError, TraceConfig, default_config, from_mapping, merge
 from graders.grading import safeyaml
 from graders.grading.config import GradersConfigError, load_graders, load_graders_dir
-from graders.grading.plan import GradingPlan, PlanSet, default_plan
+from graders.grading.plan import TIMEOUT_LIMIT, GradingPlan, PlanSet, default_plan
 
 
 class PlanLoadError(ValueError):
@@ -32,6 +32,7 @@ def load_plans(
     graders_dir: str | None,
     archived_evaluators: bool = True,
     allow_unsandboxed: bool = False,
+    timeout_limit: int = TIMEOUT_LIMIT,
 ) -> PlanSet:
     """The plan of every workflow; a bad configuration raises before any work is scheduled."""
     try:
@@ -44,9 +45,10 @@ def load_plans(
             by_workflow = tuple((w, _checked(p, f"{graders_dir}/{w}")) for w, p in sorted(loaded.items()))
     except GradersConfigError as exc:
         where = getattr(exc, "path", None) or graders or graders_dir
-        raise PlanLoadError(f"{where}: {exc}") from exc
+        message = f"{exc}{exc.hint}"
+        raise PlanLoadError(message if message.startswith(f"{where}: ") else f"{where}: {message}") from exc
     return PlanSet(default, by_workflow, archived_evaluators=archived_evaluators,
-                   allow_unsandboxed=allow_unsandboxed)
+                   allow_unsandboxed=allow_unsandboxed, timeout_limit=timeout_limit)
 
 
 def load_trace_config(path: str | None) -> TraceConfig:

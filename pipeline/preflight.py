@@ -18,7 +18,9 @@ from graders.families.inline_js.sandbox import JsGraderError, JsSandbox
 from graders.formats import SNIFF_BYTES, sniff
 from graders.runs.layout import SNIFFED_SUFFIXES, run_root_of, session_root_of
 from graders.runs.runfiles import DIR, sorted_entries, split_entry
-from pipeline.errors import UsageError
+from pipeline.errors import UsageError, literal_path
+from schemas.state_table import STATE_TABLE
+from schemas.tables import SPECS
 from transforms.gcs import NoCredentials, credentials, use_emulator_if_configured
 
 if TYPE_CHECKING:
@@ -37,7 +39,10 @@ def check_window(since: str | None, until: str | None) -> None:
 
 
 def check_placement(input_base: str, output: str, runner: str) -> None:
-    """Where input and output are, relative to each other and to the runner's workers."""
+    """Where input and output are, relative to each other and to the runner's workers; both
+    literal paths (no glob character)."""
+    literal_path(input_base, "--input")
+    literal_path(output, "--output")
     if runner == "dataflow":
         for flag, path in (("--input", input_base), ("--output", output)):
             if not is_gcs(path):
@@ -55,6 +60,70 @@ def _inside(path: str, base: str) -> bool:
         return p == b or b in p.parents
     lp, lb = Path(path).resolve(), Path(base).resolve()
     return lp == lb or lb in lp.parents
+
+
+# -- outputs inside outputs -------------------------------------------------------------------
+
+# A folder is a fleetgrade output when it holds one of these: every `run` writes `_state`, and an
+# output only `regrade` wrote has observations or dead letters.
+_OUTPUT_MARKERS = ((STATE_TABLE, ""), ("observations", "workflow="), ("dead_letter", "workflow="))
+
+
+def _folders_up(path: str, include_self: bool) -> list[str]:
+    """``path`` (when ``include_self``) and the folders above it, nearest first."""
+    if is_gcs(path):
+        bucket, _, rest = path[5:].rstrip("/").partition("/")
+        parts = [p for p in rest.split("/") if p]
+        found = [f"gs://{bucket}/{'/'.join(parts[:n])}".rstrip("/") for n in range(len(parts), -1, -1)]
+    else:
+        resolved = Path(path).resolve()
+        found = [str(p) for p in (resolved, *resolved.parents)]
+    return found if include_self else found[1:]
+
+
+def _is_output(folder: str, options: PipelineOptions | None) -> bool:
+    for table, prefix in _OUTPUT_MARKERS:
+        if is_gcs(folder):
+            listed = _gcs_io(options).list_files(f"{folder}/{table}/{prefix}")
+            if next(iter(listed), None) is not None:
+                return True
+            continue
+        where = Path(folder, table)
+        try:
+            if where.is_dir() and any(entry.name.startswith(prefix) for entry in os.scandir(where)):
+                return True
+        except OSError:  # unreadable: not known to be an output
+            continue
+    return False
+
+
+def enclosing_output(path: str, options: PipelineOptions | None = None, include_self: bool = True) -> str | None:
+    """The fleetgrade output ``path`` is (with ``include_self``) or lies inside, if any."""
+    return next((f for f in _folders_up(path, include_self) if _is_output(f, options)), None)
+
+
+def _where_in(path: str, output: str) -> str:
+    """`` (its <table> table)`` when ``path`` is inside a table folder of ``output``."""
+    rel = path.rstrip("/")[len(output.rstrip("/")) + 1:] if is_gcs(path) else str(
+        Path(path).resolve().relative_to(Path(output)))
+    table = rel.split("/", 1)[0]
+    return f" (its {table} table)" if table in SPECS else ""
+
+
+def check_not_nested(input_base: str, output: str, options: PipelineOptions | None = None) -> None:
+    """An output inside another output (or one of its table folders) would be read as that
+    output's rows; an input that is an output holds tables, not runs."""
+    outer = enclosing_output(output, options, include_self=False)
+    if outer is not None:
+        raise UsageError(f"--output is inside the fleetgrade output {outer}{_where_in(output, outer)}; its readers "
+                         f"would take these files for rows of that output: give {outer} itself, or a folder "
+                         "outside it", output)
+    holder = enclosing_output(input_base, options)
+    if holder is not None:
+        what = ("a fleetgrade output" if holder == _folders_up(input_base, True)[0]
+                else f"inside the fleetgrade output {holder}{_where_in(input_base, holder)}")
+        raise UsageError(f"--input is {what}: it holds tables, not runs; give the fleet folder the runs were "
+                         "read from", input_base)
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -80,13 +149,14 @@ def check_output(output: str, options: PipelineOptions | None = None) -> str:
     return f"output {output} writable"
 
 
-def check_credentials() -> str:
-    """Google credentials for gs://, looked up once, up front, with no retries: a missing one is
-    one line saying how to provide it (Beam's own lookup retries for minutes, with tracebacks)."""
+def check_credentials(place: str) -> str:
+    """Google credentials for gs://, looked up once, up front, with no retries: a missing or
+    unusable one is one line saying how to provide it and naming ``place``, the gs:// path that
+    needs it (Beam's own lookup retries for minutes, with tracebacks)."""
     try:
         credentials()
     except NoCredentials as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(str(exc), place) from exc
     return "gs:// credentials"
 
 
@@ -160,13 +230,18 @@ def check_places(input_base: str, output: str, allow_empty: bool,
     """The output and input checks of one side: the local places without ``options`` (no Beam is
     needed, so those mistakes are reported at once), the ``gs://`` ones with Beam's options."""
     remote = options is not None
+    nesting = (is_gcs(output) or is_gcs(input_base)) == remote  # checked once, when every place is reachable
+    if nesting and not remote:  # before the input's own check: "it holds tables" says more than "no run"
+        check_not_nested(input_base, output)
     checked = []
     if remote and (is_gcs(output) or is_gcs(input_base)):  # after Beam's options, before its first request
-        checked.append(check_credentials())
+        checked.append(check_credentials(input_base if is_gcs(input_base) else output))
     if is_gcs(output) == remote:
         checked.append(check_output(output, options))
     if is_gcs(input_base) == remote:
         checked.append(check_input(input_base, allow_empty, options))
+    if nesting and remote:  # after the buckets are known to exist
+        check_not_nested(input_base, output, options)
     return checked
 
 

@@ -61,6 +61,7 @@ LAZY_IMPORTS: Mapping[tuple[str, str], str] = {
     ("pipeline.cmd_report", "pipeline.report.queries"): "CLI start-up: DuckDB",
     ("pipeline.cmd_report", "pipeline.report.render"): "CLI start-up",
     ("pipeline.cmd_report", "pipeline.report.scope"): "CLI start-up",
+    ("pipeline.cmd_report", "pipeline.tables"): "CLI start-up: DuckDB",
     ("pipeline.preflight", "transforms.discover"): "CLI start-up: Beam's file systems",
     ("pipeline.options", "pipeline.runners.dask_runner"): "the optional dask extra, for --runner dask only",
     ("pipeline.launch", "transforms.upgrade"): "CLI start-up: Beam's file systems, after the local checks",

@@ -15,11 +15,9 @@ from typing import Any
 import apache_beam as beam
 
 from graders.stats.outliers import DEFAULT_DAYS, DEFAULT_FACTOR, Spend, outlier_rows, plan, spend_of
-from graders.tables.parquet import decode_table
-from graders.tables.paths import partition_file
 from schemas.version import FLEETGRADE_VERSION
-from transforms.beamfiles import join, read_if_exists
-from transforms.incremental import read_table_rows
+from transforms.beamfiles import map_ahead, remote
+from transforms.incremental import read_table_rows, stored_rows
 from transforms.stats import stored_partitions
 
 Partition = tuple[str, str]
@@ -52,20 +50,18 @@ def _plan(_: Any, touched: list[Partition], dropped: list[tuple[str, tuple[str, 
 def _stored(plans: dict[str, dict[str, list[str]]], output: str) -> Iterator[tuple[str, tuple[str, Any]]]:
     """The spend of the stored runs of the partitions the plan reads (the replaced and dropped ones
     are set aside downstream, where this job's runs of the workflow are)."""
-    for wf, p in sorted(plans.items()):
-        for date in p["read"]:
-            data = read_if_exists(join(output, partition_file("runs", wf, date)))
-            for row in decode_table("runs", data) if data is not None else []:
-                yield wf, ("stored", spend_of({**row, "workflow": wf, "date": date}))
+    parts = [(wf, date) for wf, p in sorted(plans.items()) for date in p["read"]]
+    for (wf, date), rows in map_ahead(lambda part: stored_rows(output, "runs", *part), parts, remote(output)):
+        for row in rows or []:  # None: damaged, named (a warning)
+            yield wf, ("stored", spend_of({**row, "workflow": wf, "date": date}))
 
 
 def _stale(plans: dict[str, dict[str, list[str]]], output: str) -> Iterator[tuple[str, str, str, tuple[Any, ...]]]:
     """Drops for every stored row of the partitions being recomputed: each is rewritten whole."""
-    for wf, p in sorted(plans.items()):
-        for date in p["dates"]:
-            data = read_if_exists(join(output, partition_file(TABLE, wf, date)))
-            for row in decode_table(TABLE, data) if data is not None else []:
-                yield TABLE, wf, date, (row["run_id"], row["attempt"])
+    parts = [(wf, date) for wf, p in sorted(plans.items()) for date in p["dates"]]
+    for (wf, date), rows in map_ahead(lambda part: stored_rows(output, TABLE, *part), parts, remote(output)):
+        for row in rows or []:
+            yield TABLE, wf, date, (row["run_id"], row["attempt"])
 
 
 class _Outliers(beam.DoFn):

@@ -8,12 +8,14 @@ from collections.abc import Iterator
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from graders.formats.ghaw.reader import is_run_folder
 from graders.runs import storage
+from graders.runs.layout import SESSION_SUFFIXES
 from graders.runs.storage import FleetRuns, RunListing, hint_path
 from transforms.beamfiles import store_for
-from transforms.progress import DISCOVERED, FINISHED, Tally
+from transforms.progress import DISCOVERED, FINISHED, RUN_FOLDERS, SESSION_FOLDERS, STRAY, Tally
 
-__all__ = ["DiscoverRuns", "ListRuns", "RunListing", "hint_path", "list_run"]
+__all__ = ["DiscoverRuns", "ListRuns", "RunListing", "hint_path", "holds_sessions", "list_run"]
 
 
 def _entries(base: str) -> Iterator[tuple[str, int, float]]:
@@ -24,6 +26,11 @@ def _entries(base: str) -> Iterator[tuple[str, int, float]]:
 def list_run(base: str, root_rel: str) -> list[tuple[str, int, float]]:
     """The sorted listing of one run folder, as ``ListRuns`` lists it within the fleet."""
     return storage.list_run(base, root_rel, store_for(base))
+
+
+def holds_sessions(names: list[str]) -> bool:
+    """A folder (its files' relative paths) of agent session / trace files of other formats, not a gh-aw run."""
+    return not is_run_folder(names) and any(name.endswith(SESSION_SUFFIXES) for name in names)
 
 
 class ListRuns(beam.DoFn):
@@ -41,17 +48,18 @@ class ListRuns(beam.DoFn):
         tally.flush()
 
     def discover(self, base: str, tally: Tally) -> Iterator[RunListing]:
-        for run in self._runs(base):
-            tally.add(DISCOVERED)
-            yield run
-
-    def _runs(self, base: str) -> Iterator[RunListing]:
+        """The runs; the progress line is told how many run folders and folders of session files
+        were listed, and the files outside any run (strays)."""
         grouping = FleetRuns(base)
         try:
-            yield from grouping.runs(_entries(base))
+            for run in grouping.runs(_entries(base)):
+                tally.add(DISCOVERED)
+                tally.add(SESSION_FOLDERS if holds_sessions([e[0] for e in run[1]]) else RUN_FOLDERS)
+                yield run
         finally:
             self.files.inc(grouping.files)
             self.stray.inc(grouping.stray)
+        tally.add(STRAY, grouping.stray)
 
 
 class DiscoverRuns(beam.PTransform):

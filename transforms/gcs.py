@@ -70,6 +70,12 @@ def _lookup() -> tuple[Any, str | None]:
     try:
         creds, project = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
     except DefaultCredentialsError as exc:
+        key = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+        if key:  # a key file named but missing or unusable: say which and why
+            said = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+            reason = (said.strip().rstrip(".").splitlines() or [type(exc).__name__])[0][:300]
+            raise NoCredentials(f"GOOGLE_APPLICATION_CREDENTIALS cannot be used for gs:// ({reason}): "
+                                + HOW_TO_AUTHENTICATE.split(": ", 1)[1]) from exc
         raise NoCredentials(HOW_TO_AUTHENTICATE) from exc
     finally:
         auth_log.setLevel(level)

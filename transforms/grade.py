@@ -38,7 +38,7 @@ class GradeRun(beam.DoFn):
         self.dead = Metrics.counter("fleetgrade", DEAD_AT_GRADING)
 
     def setup(self) -> None:
-        self.executors = open_executors(self.plans.families(), self.plans.allow_unsandboxed)
+        self.executors = open_executors(self.plans.families(), self.plans.allow_unsandboxed, self.plans.timeout_limit)
         self.grader = RunGrader(self.plans, self.rules, self.executors)
 
     def process(self, prep: PreparedRun) -> Iterator[Any]:

@@ -24,10 +24,11 @@ import logging
 import os
 import shutil
 import socket
+import stat
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -35,12 +36,15 @@ from typing import Any, Protocol
 
 import orjson
 
+from schemas.tables import SPECS
+
 LOCK_NAME = "_lock.json"
 STAGING = "_staging"
 OWNER_NAME = "_owner.json"  # in each job's staging folder
 TTL_ENV = "FLEETGRADE_LOCK_TTL"  # seconds a lock lives without renewal
 DEFAULT_TTL = 600.0  # generous: the pid check frees a dead local job's lock at once
 LOCKED_EXIT = 75  # EX_TEMPFAIL: another job holds the output, try again later
+MAX_RECORD = 1 << 16  # bytes of a lock or owner record read at most (a record is a few hundred)
 LOG = logging.getLogger("fleetgrade")
 
 Clock = Callable[[], float]
@@ -63,6 +67,27 @@ class LockLost(OutputError):
 
 class OutputFull(OutputError):
     pass
+
+
+class OutputLink(OutputError):
+    """A symbolic link inside a local output: writing or deleting through it would reach outside."""
+
+
+def refuse_links(output: str, paths: Iterable[str] = ()) -> None:
+    """OutputLink unless the output's own entries (the lock, staging, state, each table's
+    folder) and ``paths`` (files the commit moves or deletes) stay inside the output folder once
+    every link is resolved. A job removes the staging of jobs that are gone and rewrites and
+    deletes partitions: a ``_staging`` linked to another folder had it empty that folder. Local
+    disks only (object stores have no links)."""
+    if "://" in output:
+        return
+    inside = os.path.realpath(output).rstrip("/") + "/"
+    own = [os.path.join(output, name) for name in (LOCK_NAME, STAGING, *SPECS)]
+    for path in [*own, *paths]:
+        real = os.path.realpath(path)
+        if os.path.islink(path) or not real.startswith(inside):
+            raise OutputLink(f"{path} leads to {real}: fleetgrade follows no symbolic link inside its output, "
+                             "where it writes and deletes; remove the link")
 
 
 def _iso(t: float) -> str:
@@ -204,11 +229,22 @@ class LocalStore:
             os.close(fd)  # releases the flock
 
     def _get(self, rel: str) -> bytes | None:
+        """A record's bytes; a FIFO, a device, a folder or a link where a record goes reads as
+        b"" (no record: a lock taken over) and is never opened for reading (a FIFO blocked the
+        job), and a record is read to ``MAX_RECORD`` bytes at most (a huge file is none either)."""
         try:
-            with open(self._path(rel), "rb") as fh:
-                return fh.read()
+            fd = os.open(self._path(rel), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # a symbolic link
+                return b""
+            raise
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return b""
+            data: bytes = fh.read(MAX_RECORD + 1)
+            return data
 
     def read(self, rel: str) -> tuple[bytes, Version] | None:
         if not os.path.isdir(self.root):
@@ -468,9 +504,12 @@ class OutputLock:
         return True
 
     def release(self) -> None:
-        if self.version is None:
-            return
         version, self.version = self.version, None
+        if version is None:  # not acquired, or interrupted (Ctrl-C) between writing the lock and noting it
+            current = self.store.read(LOCK_NAME)
+            if current is None or current[0] != self.owner.encode():
+                return
+            version = current[1]
         if not self.store.delete(LOCK_NAME, version) and not self.lost:
             LOG.warning("the lock of %s had changed hands; left as it is", self.output)
 
@@ -550,20 +589,24 @@ def output_lock(output: str, job: str, command: str) -> Iterator[OutputLock]:
     however the body ended: remove this job's staging and release the lock. A full disk or a
     lock lost at commit leaves the body as an OutputError with a one-line reason.
     """
+    refuse_links(output)
     lock = OutputLock(output, job, command)
     try:
         lock.acquire()
     except OSError as exc:
         raise OutputError(f"cannot take the output's lock: {exc.strerror or exc} ({lock.where})") from exc
+    except BaseException:  # Ctrl-C while the lock was being written: ours is not left behind
+        lock.release()
+        raise
     try:
         lock.claim_staging()
         lock.clean_staging()
         with _Heartbeat(lock):
             yield lock
     except Exception as exc:
-        lost = _cause(exc, lambda e: isinstance(e, LockLost))
+        lost = _cause(exc, lambda e: isinstance(e, OutputError))  # from the commit (LockLost, OutputLink)
         if lost is not None:
-            raise LockLost(str(lost).split(" [while running", 1)[0]) from exc
+            raise type(lost)(str(lost).split(" [while running", 1)[0]) from exc
         if _cause(exc, _no_space) is not None:
             raise OutputFull(f"no space left on device while writing the output; this job's staging was "
                              f"removed and the previous output stays readable ({lock.output})") from exc

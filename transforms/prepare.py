@@ -10,10 +10,9 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from graders.formats.ghaw.reader import is_run_folder
 from graders.prepare import PreparedRun, prepare_run
 from graders.prepare_sessions import NotASession, SessionFailure, prepare_sessions
-from graders.runs.layout import SESSION_SUFFIXES, layout_hints
+from graders.runs.layout import layout_hints
 from graders.runs.runfiles import RunFiles
 from graders.runs.storage import PREFETCH_RUNS, RunReader, hint_path, list_run, run_files
 from graders.tables.rows import dead_letter_row
@@ -21,8 +20,9 @@ from graders.tables.state import listing_digest, listing_fingerprint
 from transforms.ahead import Ahead, windowed
 from transforms.beamfiles import join, reader_for, store_for
 from transforms.discover import RunListing
+from transforms.discover import holds_sessions as holds_session_files
 from transforms.heap import tune_gc, tune_heap
-from transforms.progress import DISCOVERED, DONE, Tally
+from transforms.progress import DEAD_LETTERED, DISCOVERED, DONE, STRAY, Tally
 
 DEAD = "dead_letter"
 DEAD_STATE = "dead_state"  # (dead-letter row, listing digest, previous state) for the state table
@@ -64,7 +64,7 @@ beam.coders.registry.register_coder(PreparedRun, PreparedRunCoder)
 
 def holds_sessions(files: RunFiles) -> bool:
     """A folder of agent session / trace files of other formats, not a gh-aw run."""
-    return not is_run_folder(list(files.sizes)) and any(rel.endswith(SESSION_SUFFIXES) for rel in files.sizes)
+    return holds_session_files(list(files.sizes))
 
 
 class PrepareRun(beam.DoFn):
@@ -159,6 +159,7 @@ class PrepareRun(beam.DoFn):
                     self.bytes.inc(files.bytes_read)
         except Exception as exc:  # every ungradable run becomes a row, never a failed job
             self.dead.inc()
+            self._tally.add(DEAD_LETTERED)
             LOG.warning("dead letter: %s", exc)
             # Partition the dead letter by what the path says, when it says anything.
             workflow, run_id, date = layout_hints(hint_path(self.base, root_rel))
@@ -188,6 +189,7 @@ class PrepareRun(beam.DoFn):
         for item in sessions:
             if isinstance(item, NotASession):
                 self.stray.inc()
+                self._tally.add(STRAY)
                 LOG.info("not an agent session or trace, skipped: %s", item.path)
                 continue
             self.discovered.inc()
@@ -195,6 +197,7 @@ class PrepareRun(beam.DoFn):
             self._tally.add(DONE)
             if isinstance(item, SessionFailure):
                 self.dead.inc()
+                self._tally.add(DEAD_LETTERED)
                 LOG.warning("dead letter: %s", item.error)
                 row = dead_letter_row(item.path, "prepare", item.error, workflow=item.workflow, date=item.date)
                 yield beam.pvalue.TaggedOutput(DEAD, row)

@@ -29,6 +29,9 @@ POLL_EVERY: Final = 0.25  # seconds between the launcher's reads
 LOG = logging.getLogger("fleetgrade")
 
 DISCOVERED, KEPT, FINISHED, DONE = "discovered", "kept", "finished", "done"
+# Discovery's own counts (never adjusted later), and what reading the runs found.
+RUN_FOLDERS, SESSION_FOLDERS = "run_folders", "session_folders"
+DEAD_LETTERED, STRAY, LATE = "dead", "stray", "late"
 
 
 class Tally:
@@ -64,10 +67,17 @@ class Tally:
 
 @dataclass(frozen=True)
 class Snapshot:
-    discovered: int = 0  # runs listed so far
+    # Runs listed so far; a folder of session or trace files counts as one until it is read,
+    # then as the sessions it holds (a file may hold several, or be a stray).
+    discovered: int = 0
     kept: int = 0  # of them, not regraded (unchanged, outside --since/--until)
     done: int = 0  # runs read and graded or dead-lettered
     finished: bool = False  # discovery has listed the whole input
+    run_folders: int = 0  # what discovery listed: gh-aw run folders
+    session_folders: int = 0  # and folders of session or trace files
+    dead: int = 0  # of the runs done, dead letters
+    stray: int = 0  # files of session folders that are no session (skipped)
+    late: int = 0  # of the runs done, dated outside --since/--until once read
 
     @property
     def to_grade(self) -> int:
@@ -89,7 +99,8 @@ def read_snapshot(folder: str) -> Snapshot:
         for key, value in counts.items():
             if isinstance(value, int):
                 totals[key] = totals.get(key, 0) + value
-    return Snapshot(totals.get(DISCOVERED, 0), totals.get(KEPT, 0), totals.get(DONE, 0), totals.get(FINISHED, 0) > 0)
+    return Snapshot(totals.get(DISCOVERED, 0), totals.get(KEPT, 0), totals.get(DONE, 0), totals.get(FINISHED, 0) > 0,
+                    *(totals.get(k, 0) for k in (RUN_FOLDERS, SESSION_FOLDERS, DEAD_LETTERED, STRAY, LATE)))
 
 
 def format_duration(seconds: float) -> str:
@@ -110,8 +121,23 @@ def eta_seconds(remaining: int, rate: float) -> float | None:
 
 
 def discovery_line(snap: Snapshot) -> str:
+    """What discovery listed, in its own terms: a folder of session files is counted as a folder,
+    since how many runs it holds is known only once its files are read."""
+    folders = f" and {snap.session_folders} folder(s) of session or trace files" if snap.session_folders else ""
     kept = f" ({snap.kept} unchanged or outside --since/--until)" if snap.kept else ""
-    return f"discovered {snap.discovered} run(s): {snap.to_grade} to grade{kept}"
+    to_read = snap.run_folders + snap.session_folders - snap.kept
+    return f"discovered {snap.run_folders} run folder(s){folders}: {to_read} to read{kept}"
+
+
+def read_line(snap: Snapshot, read_as: str = "graded") -> str:
+    """Once every run to read is read: the counts the job's summary gives (``read_as``: what a
+    run read and not dead-lettered is, ``graded`` in ``run``)."""
+    if not snap.to_grade:
+        return "no run to grade"
+    late = f", {snap.late} outside --since/--until" if snap.late else ""
+    stray = f"; {snap.stray} stray file(s) skipped" if snap.stray else ""
+    return (f"all {snap.done} run(s) read: {snap.done - snap.dead - snap.late} {read_as}, {snap.dead} dead-lettered"
+            f"{late}{stray}")
 
 
 def progress_line(snap: Snapshot, grading_seconds: float) -> str:
@@ -130,9 +156,9 @@ class _Reporter(threading.Thread):
     """Reads the workers' counts and logs: the discovery count once, a progress line every
     ``interval``, and, once every run is graded, that the tables are being written."""
 
-    def __init__(self, folder: str, interval: float) -> None:
+    def __init__(self, folder: str, interval: float, read_as: str = "graded") -> None:
         super().__init__(name="fleetgrade-progress", daemon=True)
-        self.folder, self.interval = folder, interval
+        self.folder, self.interval, self.read_as = folder, interval, read_as
         self.stopped = threading.Event()
         self.started = time.monotonic()
         self.grading_since: float | None = None
@@ -152,8 +178,7 @@ class _Reporter(threading.Thread):
         if snap.finished and snap.done >= snap.to_grade:
             if self.writing_since is None:
                 self.writing_since = self.last_line = now
-                LOG.info("%s; writing the tables",
-                         f"all {snap.to_grade} run(s) graded" if snap.to_grade else "no run to grade")
+                LOG.info("%s; writing the tables", read_line(snap, self.read_as))
             elif now - self.last_line >= self.interval:
                 self.last_line = now
                 LOG.info("writing the tables (%s so far)", format_duration(now - self.writing_since))
@@ -168,15 +193,16 @@ class _Reporter(threading.Thread):
 
 
 @contextmanager
-def reporting(enabled: bool = True) -> Iterator[None]:
-    """Progress lines while a local job runs in this block (nothing when not ``enabled``)."""
+def reporting(enabled: bool = True, read_as: str = "graded") -> Iterator[None]:
+    """Progress lines while a local job runs in this block (nothing when not ``enabled``);
+    ``read_as`` names a run read and not dead-lettered in the last line."""
     if not enabled:
         yield
         return
     folder = tempfile.mkdtemp(prefix="fleetgrade-progress-")
     previous = os.environ.get(ENV)
     os.environ[ENV] = folder
-    reporter = _Reporter(folder, float(os.environ.get(INTERVAL_ENV) or 10))
+    reporter = _Reporter(folder, float(os.environ.get(INTERVAL_ENV) or 10), read_as)
     reporter.start()
     try:
         yield

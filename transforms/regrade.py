@@ -1,9 +1,11 @@
-"""Regrade stored runs at an evidence time: ``observations`` rows; failures to the dead letter.
+"""Regrade stored runs at an evidence time: ``observations`` rows.
 
 Each prepared run with an archived operational-value evaluator is regraded by the pure core
-(``graders.families.opvalue.regrade``); the original artifacts are only read. Runs without an evaluator
-are skipped and counted; integrity failures (digests, missing original result) and runs that
-cannot be prepared become ``dead_letter`` rows with stage ``regrade``.
+(``graders.families.opvalue.regrade``); the original artifacts are only read. Runs without an
+evaluator are skipped and counted; a run whose archive does not verify (digests, a missing
+original result) gets an ``error`` observation saying why. A run that cannot be prepared is the
+``dead_letter`` row ``fleetgrade run`` writes for it (stage ``prepare``, the same identity and
+bytes), so a regrade never adds a second row for one input.
 """
 
 from __future__ import annotations
@@ -15,17 +17,16 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from graders.families.opvalue.regrade import regrade
+from graders.families.opvalue.regrade import error_observation, regrade
 from graders.families.opvalue.sandbox import SandboxOptions
 from graders.prepare import PreparedRun
 from graders.replay import has_archived_evaluator, regrade_input
-from graders.tables.rows import dead_letter_row
 from transforms.beamfiles import beam_run_files
-from transforms.prepare import DEAD, PrepareRun, RunToRead
+from transforms.prepare import PrepareRun, RunToRead
 
 OBSERVATIONS = "observations"
 DROPS = "drops"  # the side output of the stored rows a regrade replaces
-STAGE = "regrade"
+STAGE = "regrade"  # the dead-letter stage older builds wrote regrade failures with (dropped now)
 LOG = logging.getLogger("fleetgrade")
 
 
@@ -50,17 +51,15 @@ class PrepareForRegrade(beam.DoFn):
             yield out if isinstance(out, beam.pvalue.TaggedOutput) else (out, element[1])
 
 
-def as_regrade_dead_letter(row: dict[str, Any]) -> dict[str, Any]:
-    """A run that could not be prepared is this command's failure, not the grading run's."""
-    return {**row, "stage": STAGE}
+def older_regrade_dead_letter(row: dict[str, Any]) -> tuple[str, Any, Any, tuple[str, str]]:
+    """The drop of the stage ``regrade`` copy an older build wrote of a dead letter (``row``'s input)."""
+    return "dead_letter", row.get("workflow"), row.get("date"), (row["input"], STAGE)
 
 
 class Regrade(beam.DoFn):
-    """(PreparedRun, listing) → an observations row, a dead-letter row, or nothing (skipped).
-
-    Also emits a drop of the run's earlier regrade dead letter when it regrades (or is skipped)
-    now, so a fixed run does not stay listed as failed.
-    """
+    """(PreparedRun, listing) → an observations row (an ``error`` one when the archive does not
+    verify), or nothing (skipped). Also emits a drop of the run's stage ``regrade`` dead letter,
+    which older builds wrote, so no input stays listed twice."""
 
     def __init__(self, evidence_at: str, allow_unsandboxed: bool = False) -> None:
         self.evidence_at = evidence_at
@@ -82,14 +81,16 @@ class Regrade(beam.DoFn):
             self.skipped.inc()
             yield drop
             return
+        run = None
         try:
-            row = regrade(regrade_input(prep, files), self.evidence_at, self.options)
+            run = regrade_input(prep, files)
+            row = regrade(run, self.evidence_at, self.options)
         except Exception as exc:  # one untrustworthy or unrunnable run must not fail the job
             self.failed.inc()
-            LOG.warning("regrade dead letter: %s: %s", m.root, exc)
-            yield beam.pvalue.TaggedOutput(
-                DEAD, dead_letter_row(m.root, STAGE, exc, run_id=m.run_id, workflow=m.workflow, date=m.date)
-            )
+            LOG.warning("not regraded: %s: %s", m.root, exc)
+            yield drop
+            if run is not None:
+                yield error_observation(run, self.evidence_at, exc)
             return
         self.regraded.inc()
         yield drop

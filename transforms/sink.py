@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import signal
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -32,9 +34,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from graders.tables.merge import partition_rows
-from graders.tables.parquet import decode_table, encode_table
-from graders.tables.paths import PART_NAME, partition_file, table_globs
+from graders.tables.parquet import DamagedOutput, decode_table, encode_table
+from graders.tables.paths import PART_NAME, parse_partition, partition_file, table_globs
 from graders.tables.state import Drop
+from schemas.state_table import STATE_TABLE
 from schemas.tables import SPECS, Replace
 from transforms.ahead import Ahead, windowed
 from transforms.beamfiles import (
@@ -42,20 +45,23 @@ from transforms.beamfiles import (
     delete_files,
     join,
     pool,
-    read_if_exists,
     rename_files,
     scheme,
     write_file,
 )
 from transforms.heap import tune_heap
-from transforms.output_lock import STAGING, check_holder
+from transforms.incremental import name_damaged, read_stored
+from transforms.output_lock import STAGING, check_holder, refuse_links
 from transforms.staging import PartitionKey, StageRows, read_chunks
 
 LOG = logging.getLogger("fleetgrade")
 # Crash-safety tests kill the process after N commit operations (never set in production).
 FAULT_ENV = "FLEETGRADE_FAULT_KILL_AFTER_COMMITS"
+FAULT_SIGNAL_ENV = "FLEETGRADE_FAULT_SIGNAL"  # INT: Ctrl-C to the process group instead (tests of Ctrl-C)
 
-Action = tuple[str, str]  # ("write" | "keep" | "delete", partition file path relative to output)
+# ("write" | "keep" | "delete" | "damaged", partition file path relative to output)
+Action = tuple[str, str]
+DAMAGED = "damaged"  # a stored partition that could not be read back: its runs are to be regraded
 # A table's rows: one collection, or several that are staged each on its own (the local runner
 # materializes a Flatten, which held a row per run of the fleet: make bench memory).
 Rows = beam.PCollection | Sequence[beam.PCollection]
@@ -83,6 +89,7 @@ class _WritePartition(beam.DoFn):
         self.files = Metrics.counter("fleetgrade", "partitions_written")
         self.unchanged = Metrics.counter("fleetgrade", "partitions_unchanged")
         self.rows = Metrics.counter("fleetgrade", "rows_written")
+        self.damaged = Metrics.counter("fleetgrade", "partitions_damaged")
 
     def setup(self) -> None:
         tune_heap()  # a worker that only writes decodes and encodes partitions with Arrow too
@@ -95,7 +102,8 @@ class _WritePartition(beam.DoFn):
     def _start(self, kv: tuple[PartitionKey, Iterable[Any]]) -> Any:
         return pool().submit(self._read, kv) if self._remote else None
 
-    def _read(self, kv: tuple[PartitionKey, Iterable[Any]]) -> tuple[list[Any], set[tuple[Any, ...]], bytes | None]:
+    def _read(self, kv: tuple[PartitionKey, Iterable[Any]],
+              ) -> tuple[list[Any], set[tuple[Any, ...]], bytes | DamagedOutput | None]:
         """A partition's new rows, its rows to drop, and its stored file (if any)."""
         (table, workflow, date), values = kv
         refs: list[bytes] = []
@@ -106,7 +114,11 @@ class _WritePartition(beam.DoFn):
             else:
                 drops.add(tuple(value))
         new_rows = list(read_chunks(self.staging, table, refs))
-        return new_rows, drops, read_if_exists(join(self.output, partition_file(table, workflow, date)))
+        try:
+            existing: bytes | DamagedOutput | None = read_stored(join(self.output, partition_file(table, workflow, date)))
+        except DamagedOutput as exc:  # no regular file: never opened (a FIFO blocked the job)
+            existing = exc
+        return new_rows, drops, existing
 
     def process(self, kv: tuple[PartitionKey, Iterable[Any]], timestamp: Any = beam.DoFn.TimestampParam,
                 window: Any = beam.DoFn.WindowParam) -> Iterator[Action]:
@@ -125,7 +137,18 @@ class _WritePartition(beam.DoFn):
         (table, workflow, date), _ = kv
         new_rows, drops, existing = work.result() if work is not None else self._read(kv)
         rel = partition_file(table, workflow, date)
-        stored = decode_table(table, existing) if existing is not None else None
+        stored = None
+        try:
+            if isinstance(existing, DamagedOutput):
+                raise existing
+            if existing is not None and SPECS[table].replace is not Replace.TABLE:  # TABLE: recomputed whole
+                stored = decode_table(table, existing, join(self.output, rel))
+        except DamagedOutput as exc:
+            # Its rows are lost: rewritten from this job's, and the runs it held regraded (commit).
+            name_damaged(exc, "rewritten from this job's rows, and the runs it held are regraded")
+            self.damaged.inc()
+            existing = existing if isinstance(existing, bytes) else b""  # replaced (or deleted) whatever it is
+            yield DAMAGED, rel
         rows = partition_rows(SPECS[table], new_rows, stored, drops)
         if not rows:
             if existing is not None:
@@ -191,22 +214,31 @@ def _remove_empty_dirs(path: str, stop: str) -> None:
 
 def delete_tree(root: str) -> None:
     """Delete a folder and its files (object stores have no folders, only prefixes)."""
+    if "://" not in root:
+        # The lock's heartbeat rewrites the owner record in a job's staging meanwhile (a file
+        # appearing or renamed away mid-delete); whatever it writes after is removed with the lock.
+        shutil.rmtree(root, ignore_errors=True)
+        return
     files = _files_under(root)
     if files:
         delete_files(files)
-    if "://" not in root and FileSystems.exists(root):  # local folders remain once their files are gone
-        FileSystems.delete([root])
 
 
 class _Fault:
-    """Test-only fault injection: SIGKILL ourselves after N commit operations."""
+    """Test-only fault injection: SIGKILL ourselves after N commit operations (or, with
+    ``FLEETGRADE_FAULT_SIGNAL=INT``, SIGINT our process group, as Ctrl-C in a terminal does)."""
 
     def __init__(self) -> None:
         value = os.environ.get(FAULT_ENV, "")
         self.remaining = int(value) if value.isdigit() else -1
+        self.interrupt = os.environ.get(FAULT_SIGNAL_ENV) == "INT"
 
     def tick(self) -> None:
         if self.remaining == 0:
+            if self.interrupt:
+                self.remaining = -1
+                os.killpg(os.getpgrp(), signal.SIGINT)
+                return
             os.kill(os.getpid(), 9)
         if self.remaining > 0:
             self.remaining -= 1
@@ -228,16 +260,59 @@ def _drop_staging(output: str, staging: str) -> None:
             pass
 
 
+def _state_of(rel: str) -> str | None:
+    """The ``_state`` partition file of the partition ``rel`` is in (same workflow and date)."""
+    parsed = parse_partition(rel)
+    if parsed is None:
+        return None
+    return f"{STATE_TABLE}/workflow={parsed.workflow}/date={parsed.date}/{PART_NAME}"
+
+
+def _marked(data: bytes) -> bytes:
+    """A ``_state`` partition whose runs are all regraded next: no listing digest matches."""
+    rows = [{**row, "listing_digest": None} for row in decode_table(STATE_TABLE, data)]
+    return encode_table(STATE_TABLE, rows)
+
+
+def mark_damaged(actions: list[Action], output: str, staging: str) -> list[Action]:
+    """``actions`` with the ``_state`` partition of each damaged partition's workflow and date
+    staged marked: its runs, whose rows the damaged file held, are regraded by the next job
+    (``fleetgrade run`` starts it at once). A damaged ``_state`` partition is left out: the
+    decision step found it, and regrades its runs in this job."""
+    damaged = {_state_of(rel) for action, rel in actions if action == DAMAGED} - {None}
+    if not damaged:
+        return actions
+    by_rel = {rel: action for action, rel in actions if action != DAMAGED}
+    marked = []
+    for rel in sorted(r for r in damaged if r is not None):
+        action = by_rel.get(rel)
+        source = join(staging, rel) if action == "write" else join(output, rel)
+        try:
+            data = read_stored(source) if action in ("write", "keep") else None
+            if data is None:  # no state there: nothing of those runs is recorded as graded
+                continue
+            updated = _marked(data)
+        except DamagedOutput:
+            continue
+        with FileSystems.create(join(staging, rel)) as fh:
+            fh.write(updated)
+        marked.append(rel)
+    return [(a, r) for a, r in actions if r not in marked] + [("write", r) for r in marked]
+
+
 def commit(_: Any, actions: list[Action], output: str, staging: str, tables: list[str],
-           job: str | None = None) -> list[str]:
+           job: str | None = None, regrade_damaged: bool = True) -> list[str]:
     """Move staged partition files into place, delete emptied partitions, drop this job's staging.
 
     Idempotent, so a retried bundle is harmless. Files under ``_state/`` commit last: a run
     whose commit was cut short is redone by the next run. With ``job``, nothing moves unless
-    that job may write the output (it holds the lock, or no live job does).
+    that job may write the output (it holds the lock, or no live job does). With
+    ``regrade_damaged``, the runs of a partition found damaged are marked for regrading.
     """
     if job is not None:
         check_holder(output, job)
+    if regrade_damaged:
+        actions = mark_damaged(actions, output, staging)
     fault = _Fault()
     ordered = []
     remote = scheme(output) == "gs"
@@ -250,12 +325,21 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
     # Every staged file is checked before the first one moves: staging removed under a job
     # (its lock lost) fails the commit whole, not after some partitions.
     for action, rel in sorted(actions, key=lambda a: (a[1].startswith("_state"), a[1], a[0])):
+        if action == DAMAGED:
+            continue
         if action == "write" and not is_staged(join(staging, rel)):
             if FileSystems.exists(join(output, rel)):  # already committed by an earlier attempt
                 continue
             raise FileNotFoundError(f"staged partition file missing: {join(staging, rel)}")
         ordered.append((action, rel))
     folders, others = _partition_listing(output, (rel.split("/", 1)[0] for action, rel in ordered if action == "write"))
+    # Whole-table aggregates: a partition that got no rows this time is gone.
+    produced = {join(output, rel) for _, rel in actions}
+    unproduced = [path for table in sorted(t for t in set(tables) if SPECS[t].replace is Replace.TABLE)
+                  for path in _table_files(output, table) if path not in produced]
+    # Nothing moves or goes unless every place it touches is inside the output, links resolved.
+    refuse_links(output, [join(output, rel) for _, rel in ordered] + [p for ps in others.values() for p in ps]
+                 + unproduced)
     committed = _commit_concurrently(ordered, output, staging, others) if remote else []
     for action, rel in [] if remote else ordered:
         dst = join(output, rel)
@@ -264,6 +348,8 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
             folder = _parent(dst)
             if folder not in folders:  # a new partition
                 _ensure_dir(folder)
+            if "://" not in dst and os.path.isdir(dst) and not os.path.islink(dst):
+                shutil.rmtree(dst)  # a folder where the partition's file goes (found damaged, refused links)
             FileSystems.rename([src], [dst])
             # Any other file in the partition is from an older writer: the partition is now `dst`.
             stale = others.get(folder)
@@ -275,13 +361,9 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
             _remove_empty_dirs(_parent(dst), output)
             committed.append(rel)
         fault.tick()
-    # Whole-table aggregates: a partition that got no rows this time is gone.
-    produced = {join(output, rel) for _, rel in actions}
-    for table in sorted(t for t in set(tables) if SPECS[t].replace is Replace.TABLE):
-        gone = [path for path in _table_files(output, table) if path not in produced]
-        delete_files(gone)
-        for path in gone:
-            _remove_empty_dirs(_parent(path), output)
+    delete_files(unproduced)
+    for path in unproduced:
+        _remove_empty_dirs(_parent(path), output)
     _drop_staging(output, staging)
     LOG.info("committed %d partition file(s) under %s", len(committed), output)
     return committed
@@ -307,10 +389,11 @@ def _commit_concurrently(ordered: list[Action], output: str, staging: str,
 class WriteTables(beam.PTransform):
     """:class:`TableWrites` → hive-partitioned Parquet under ``output``; outputs committed paths."""
 
-    def __init__(self, output: str, token: str) -> None:
+    def __init__(self, output: str, token: str, regrade_damaged: bool = True) -> None:
         super().__init__()
         self.output = output.rstrip("/")
         self.token = token
+        self.regrade_damaged = regrade_damaged
         self.staging = join(self.output, f"{STAGING}/{token}")
 
     def expand(self, writes: TableWrites) -> beam.PCollection:
@@ -338,7 +421,7 @@ class WriteTables(beam.PTransform):
             | "CommitTrigger" >> beam.Impulse()  # one element: a Create adds three steps
             | "Commit" >> beam.FlatMap(
                 commit, beam.pvalue.AsList(actions), output=self.output, staging=self.staging, tables=names,
-                job=self.token)
+                job=self.token, regrade_damaged=self.regrade_damaged)
         )
 
 

@@ -19,15 +19,18 @@ from graders.families.trace_rules.config import TraceConfig
 from graders.grading.plan import PlanSet
 from graders.prepare import PreparedRun
 from graders.tables.state import GradingDigests, dead_state, drops_for, graded_state
-from transforms.duplicates import ResolveDuplicates
-from transforms.incremental import KEEP, DiscoverAndDecide, kept_identity, stored_rows_of
-from transforms.prepare import DEAD, DEAD_STATE, PrepareRun
+from transforms.duplicates import STAGE as DUPLICATE
+from transforms.duplicates import PrepareOwned, ResolveDuplicates
+from transforms.incremental import DAMAGED, KEEP, DiscoverAndDecide, kept_identity, stored_rows_of
+from transforms.prepare import DEAD, DEAD_STATE
+from transforms.progress import LATE, Tally
 from transforms.trace_verdicts import TaskReliability
 
 
 class ReadRuns(beam.PTransform):
     """PBegin → {"runs": runs to read, one folder per identity; "kept": stored state rows of the
-    runs not graded now; "dead"/"dead_state": the extra copies of a run, as dead letters}."""
+    runs not graded now; "dead"/"dead_state": the extra copies of a run, as dead letters;
+    "drops": stored rows to drop, partitions the sink must rewrite (every stored one, on --full)}."""
 
     def __init__(self, base: str, output: str, plans: PlanSet, cfg: TraceConfig, full: bool,
                  since: str | None, until: str | None) -> None:
@@ -37,9 +40,10 @@ class ReadRuns(beam.PTransform):
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
         # Listed and decided against the stored state in one step.
-        todo, kept = pbegin | "Discover" >> self.decide
+        todo, kept, drops = pbegin | "Discover" >> self.decide
         unique = (todo, kept) | "Identity" >> self.duplicates
-        return {"runs": unique.runs, "kept": kept, "dead": unique[DEAD], "dead_state": unique[DEAD_STATE]}
+        return {"runs": unique["runs"], "kept": kept, "dead": unique[DEAD], "dead_state": unique[DEAD_STATE],
+                "drops": drops}
 
 
 class _Window(beam.DoFn):
@@ -49,10 +53,17 @@ class _Window(beam.DoFn):
         self.since, self.until = since, until
         self.skipped = Metrics.counter("fleetgrade", "runs_prepared_out_of_window")
 
+    def setup(self) -> None:
+        self._tally = Tally("window")  # the job's progress line (transforms/progress.py)
+
+    def finish_bundle(self) -> None:
+        self._tally.flush()
+
     def process(self, prep: PreparedRun) -> Any:
         date = prep.meta.date
         if (self.since is not None and date < self.since) or (self.until is not None and date > self.until):
             self.skipped.inc()
+            self._tally.add(LATE)
             if prep.previous is not None:
                 yield beam.pvalue.TaggedOutput(KEEP, prep.previous)
             return
@@ -61,14 +72,15 @@ class _Window(beam.DoFn):
 
 class Prepare(beam.PTransform):
     """Runs to read → {"runs": PreparedRuns dated in the window; "dead"/"dead_state": runs that
-    cannot be prepared; "kept": the stored state of runs found dated outside the window}."""
+    cannot be prepared, and sessions whose identity another input holds; "kept": the stored
+    state of runs found dated outside the window}."""
 
     def __init__(self, base: str, since: str | None, until: str | None) -> None:
         super().__init__()
         self.base, self.since, self.until = base, since, until
 
     def expand(self, runs: beam.PCollection) -> dict[str, beam.PCollection]:
-        prepared = runs | "Read" >> beam.ParDo(PrepareRun(self.base)).with_output_types(
+        prepared = runs | "Read" >> beam.ParDo(PrepareOwned(self.base)).with_output_types(
             PreparedRun).with_outputs(DEAD, DEAD_STATE, main="runs")
         windowed = prepared.runs | "Window" >> beam.ParDo(_Window(self.since, self.until)).with_output_types(
             PreparedRun).with_outputs(KEEP, main="runs")
@@ -98,7 +110,8 @@ class _StateRows(beam.DoFn):
         else:
             row, digest, previous = item
             yield dead_state(row["input"], digest, self.digests.for_workflow(row.get("workflow")),
-                             row.get("workflow"), row.get("date"))
+                             row.get("workflow"), row.get("date"),
+                             "duplicate" if row.get("stage") == DUPLICATE else "dead")
         for drop in drops_for(previous):
             yield beam.pvalue.TaggedOutput(DROPS, drop)
 
@@ -130,14 +143,14 @@ def _graded_identity(state: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
 
 class TraceVerdicts(beam.PTransform):
     """{"verdicts": this job's ``trace_verdicts`` rows, "kept": {name: state rows of runs not
-    regraded}} → ``task_reliability`` rows over every run of each task, the kept ones' stored
-    verdicts included."""
+    regraded}} → {"rows": ``task_reliability`` rows over every run of each task, the kept ones'
+    stored verdicts included; "damaged": touches of stored partitions that cannot be read back}."""
 
     def __init__(self, output: str) -> None:
         super().__init__()
         self.output = output
 
-    def expand(self, inputs: dict[str, Any]) -> beam.PCollection:
+    def expand(self, inputs: dict[str, Any]) -> dict[str, beam.PCollection]:
         # Only the kept runs' identities are shuffled, grouped by partition; each partition's
         # stored verdicts are read where they are carried, so they never cross a shuffle.
         carried = (
@@ -147,7 +160,9 @@ class TraceVerdicts(beam.PTransform):
             )
             | "FlattenKeptKeys" >> beam.Flatten()
             | "GroupKeptByPartition" >> beam.GroupByKey()
-            | "CarriedVerdicts" >> beam.FlatMap(lambda kv, out: stored_rows_of(out, "trace_verdicts", kv), self.output)
+            | "CarriedVerdicts" >> beam.FlatMap(
+                lambda kv, out: stored_rows_of(out, "trace_verdicts", kv), self.output).with_outputs(
+                DAMAGED, main="rows")
         )
-        return (inputs["verdicts"], carried) | "Reliability" >> TaskReliability()
-
+        rows = (inputs["verdicts"], carried.rows) | "Reliability" >> TaskReliability()
+        return {"rows": rows, "damaged": carried[DAMAGED]}

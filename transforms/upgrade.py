@@ -18,11 +18,12 @@ import logging
 
 from apache_beam.io.filesystems import FileSystems
 
-from graders.tables.parquet import TABLE_FORMAT, current_format, decode_table, encode_table
+from graders.tables.parquet import TABLE_FORMAT, DamagedOutput, current_format, decode_table, encode_table
 from graders.tables.paths import partition_values, table_globs
 from schemas.state_table import STATE_TABLE
 from schemas.tables import SPECS
-from transforms.beamfiles import join, read_if_exists
+from transforms.beamfiles import join
+from transforms.incremental import read_stored
 
 LOG = logging.getLogger("fleetgrade")
 
@@ -45,20 +46,32 @@ def _replace(path: str, data: bytes) -> None:
     FileSystems.rename([tmp], [path])
 
 
+def _read(path: str) -> bytes | None:
+    """A partition file's bytes; None when absent or damaged (a FIFO is never opened)."""
+    try:
+        return read_stored(path)
+    except DamagedOutput:
+        return None
+
+
 def upgrade_output(output: str) -> int:
     """Rewrites ``output``'s partition files of an older table format; the count rewritten."""
     state = _files(output, STATE_TABLE)
-    last = read_if_exists(state[-1]) if state else None
+    last = _read(state[-1]) if state else None
     if last is not None and current_format(last):
         return 0
     rewritten = 0
     for table in [*(t for t in SPECS if t != STATE_TABLE), STATE_TABLE]:
         for path in state if table == STATE_TABLE else _files(output, table):
-            data = read_if_exists(path)
+            data = _read(path)
             if data is None or current_format(data):
                 continue
+            try:
+                rows = decode_table(table, data, path)
+            except DamagedOutput:  # left as it is: the job that reads it back names it and rebuilds it
+                continue
             workflow, _ = partition_values(path, data)
-            _replace(path, encode_table(table, decode_table(table, data), workflow))
+            _replace(path, encode_table(table, rows, workflow))
             rewritten += 1
     if rewritten:
         LOG.info("rewrote %d partition file(s) of %s in the current column types (table format %s)",

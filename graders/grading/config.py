@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from graders.grading import registry
-from graders.grading.config_errors import GradersConfigError, go_key, go_quote, go_trim, go_type
+from graders.grading.config_errors import (
+    GradersConfigError,
+    did_you_mean,
+    go_key,
+    go_quote,
+    go_trim,
+    go_type,
+    unknown_keys,
+)
 from graders.grading.config_evaluator import inline_evaluator, read_run_evaluator
 from graders.grading.config_load import collect_graders, repository_root
 from graders.grading.plan import GradingPlan, PlanEntry, default_plan
@@ -30,6 +38,9 @@ MAX_INLINE_SCRIPT_CHARS: Final = 4096
 MAX_EVALUATOR_BYTES: Final = 65536
 FORBIDDEN_PATTERNS: Final = ("require(", "import(", "import ", "fetch(", "eval(", "process.exit",
                              "child_process", "execSync", "spawnSync", "Function(")
+# A grader entry's fields: gh-aw's GraderDefinition (graders_config.go), all its frontmatter admits.
+GRADER_FIELDS: Final = ("enabled", "name", "description", "unit", "direction", "threshold", "max", "min", "config",
+                        "run", "script")
 _ID_PATTERN_TEXT: Final = "^[a-z][a-z0-9-]{0,63}$"
 _ID_PATTERN: Final = re.compile(r"[a-z][a-z0-9-]{0,63}")
 _NOT_A_MAP: Final = ("graders must be a map of grader IDs to configuration objects (or {} for all built-in "
@@ -76,8 +87,14 @@ def _from_registry(grader_id: str) -> GraderDefinition:
 
 
 def _not_builtin(grader_id: str) -> GradersConfigError:
+    """gh-aw's message, which lists its ten built-ins; the hint adds the closest id and every id
+    one may configure here (the trajectory graders too, which the newest gh-aw lists as well)."""
+    ids = _registry_ids()
+    close = did_you_mean(grader_id, (*ids, OPERATIONAL_VALUE))
+    hint = (f"{close}{' ' if close else '. '}Configurable ids: {', '.join(ids)}, {OPERATIONAL_VALUE} (with run or "
+            "script); any other id needs a script")
     return GradersConfigError(f"graders.{grader_id} is not a built-in grader and requires a 'script' field. "
-                              f"Built-in graders: {', '.join(_builtin_ids())}")
+                              f"Built-in graders: {', '.join(_builtin_ids())}", hint=hint)
 
 
 def valid_run_path(path: str) -> bool:
@@ -192,6 +209,7 @@ def _parse_entry(gid: str, entry_raw: Any, registry_ids: set[str]) -> GraderDefi
     if not isinstance(entry_raw, dict):
         raise GradersConfigError(f"graders.{gid} must be a map or null, got {go_type(entry_raw)}. Example:\n"
                                  f"graders:\n  {gid}:\n    enabled: true")
+    unknown_keys(entry_raw, GRADER_FIELDS, f"graders.{gid}")  # `threshhold: 0.9` must not pass silently
     _parse_fields(d, {go_key(k): v for k, v in entry_raw.items()}, gid, is_builtin)
     if gid == OPERATIONAL_VALUE and not d.run and not d.script and d.is_enabled:
         raise GradersConfigError(_OV_SOURCE)

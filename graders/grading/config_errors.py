@@ -2,24 +2,44 @@
 
 from __future__ import annotations
 
+import difflib
 import unicodedata
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 
 class GradersConfigError(ValueError):
-    """A bad ``graders:`` configuration. ``str(exc)`` is gh-aw's message, verbatim."""
+    """A bad ``graders:`` configuration. ``str(exc)`` is gh-aw's message, verbatim; ``hint`` is
+    fleetgrade's addition to it (a "did you mean", the ids one may configure), shown by the CLI."""
 
-    def __init__(self, message: str, path: str | None = None) -> None:
+    def __init__(self, message: str, path: str | None = None, hint: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.path = path  # the file that holds the bad configuration, when known
+        self.hint = hint
 
     def __str__(self) -> str:
         return self.message
 
     def describe(self) -> str:
-        """The message prefixed with the file, for CLI output."""
-        return f"{self.path}: {self.message}" if self.path else self.message
+        """The message with its hint, prefixed with the file, for CLI output."""
+        text = f"{self.message}{self.hint}"
+        return f"{self.path}: {text}" if self.path else text
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``; did you mean "x"?`` for the closest of ``known``, or nothing."""
+    close = difflib.get_close_matches(name, sorted(set(known)), n=1, cutoff=0.75)
+    return f"; did you mean {go_quote(close[0])}?" if close else ""
+
+
+def unknown_keys(found: Iterable[Any], allowed: Sequence[str], where: str) -> None:
+    """gh-aw's frontmatter schema admits only ``allowed`` here: the first other key is an error."""
+    for key in found:
+        name = go_key(key)
+        if name not in allowed:
+            raise GradersConfigError(f"{where} has an unknown field {go_quote(name)}{did_you_mean(name, allowed)} "
+                                     f"(the fields are {', '.join(allowed)})")
 
 
 _GO_ESCAPES = {"\a": r"\a", "\b": r"\b", "\f": r"\f", "\n": r"\n", "\r": r"\r", "\t": r"\t", "\v": r"\v",

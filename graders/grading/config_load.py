@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from graders.grading.config_errors import GradersConfigError
+from graders.grading.config_errors import GradersConfigError, did_you_mean, go_key, unknown_keys
 from graders.grading.safeyaml import BoundedLoaderMixin, YamlLimitError, describe, read_capped_text
 
 
@@ -92,15 +92,18 @@ def split_frontmatter(text: str, label: str) -> Any:
     raise GradersConfigError(f"{label}: frontmatter not properly closed")
 
 
-def read_document(path: Path) -> Any:
-    """A config file as data: the frontmatter of a ``.md``, else the YAML/JSON document."""
+def read_document(path: Path, given: bool = True) -> Any:
+    """A config file as data: the frontmatter of a ``.md``, else the YAML/JSON document. A file
+    ``given`` as the configuration (not an import) may not be empty."""
     label = str(path)
     try:
         text = read_capped_text(path)
     except YamlLimitError as exc:
         raise GradersConfigError(f"{label}: graders configuration refused: {exc}") from exc
     except (OSError, UnicodeDecodeError) as exc:
-        raise GradersConfigError(f"cannot read graders configuration {label}: {exc}") from exc
+        raise GradersConfigError(f"{label}: cannot read the graders configuration: {describe(exc)}") from exc
+    if given and not text.strip():
+        raise _empty(label)
     if path.suffix == ".md":
         return split_frontmatter(text, label)
     if path.suffix == ".json":
@@ -108,7 +111,16 @@ def read_document(path: Path) -> Any:
             return json.loads(text)
         except ValueError as exc:
             raise GradersConfigError(f"{label}: invalid JSON: {exc}") from exc
-    return load_yaml(text, label)
+    doc = load_yaml(text, label)
+    if doc is None and given:  # only comments
+        raise _empty(label)
+    return doc
+
+
+def _empty(label: str) -> GradersConfigError:
+    """A file given as configuration that configures nothing (a default would hide the mistake)."""
+    return GradersConfigError("the graders configuration is empty (nothing but comments or blank lines); "
+                              "give a graders map, or {} for every built-in", path=label)
 
 
 def deep_merge(dst: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
@@ -139,6 +151,12 @@ def import_roots(path: Path) -> list[Path]:
     return roots
 
 
+# An import's fields in gh-aw's frontmatter schema: a path with inputs, or `uses` with `with`
+# (their values are the imported workflow's inputs, which a graders map does not use).
+IMPORT_FIELDS = ("path", "inputs", "uses", "with")
+DOCUMENT_FIELDS = ("graders", "imports")  # a YAML/JSON file that is not the graders map itself
+
+
 def _import_paths(doc: Any, base: Path, label: str, roots: list[Path]) -> list[Path]:
     raw = doc.get("imports") if isinstance(doc, dict) else None
     if raw is None:
@@ -146,8 +164,10 @@ def _import_paths(doc: Any, base: Path, label: str, roots: list[Path]) -> list[P
     if not isinstance(raw, list):
         raise GradersConfigError(f"{label}: imports must be a list of paths")
     out = []
-    for item in raw:
-        spec = item.get("path") if isinstance(item, dict) else item
+    for i, item in enumerate(raw):
+        if isinstance(item, dict):
+            _unknown_in(label, item, IMPORT_FIELDS, f"imports[{i}]")
+        spec = (item.get("path") or item.get("uses")) if isinstance(item, dict) else item
         if not isinstance(spec, str) or not spec.strip():
             raise GradersConfigError(f"{label}: invalid import {item!r}")
         # "file.md#Section" imports a section of the markdown; the frontmatter is the same file's.
@@ -169,6 +189,38 @@ def _graders_of(doc: Any, whole_map_allowed: bool) -> tuple[bool, Any]:
     return False, None
 
 
+def _unknown_in(label: str, found: dict[Any, Any], allowed: tuple[str, ...], where: str) -> None:
+    """``unknown_keys`` in the file ``label``, its error naming the file."""
+    try:
+        unknown_keys(found, allowed, where)
+    except GradersConfigError as exc:
+        exc.path = label
+        raise
+
+
+def _check_top_level(doc: Any, path: Path, whole_map: bool) -> None:
+    """What gh-aw's schema would refuse at a file's top level, before anything is read from it."""
+    if not isinstance(doc, dict):
+        return
+    label = str(path)
+    if path.suffix == ".md":  # a workflow's frontmatter: only a near miss of `graders` is ours to catch
+        if "graders" not in doc:
+            for key in doc:
+                hint = did_you_mean(go_key(key), ["graders"])
+                if hint:
+                    raise GradersConfigError(f"the frontmatter has no graders map but has {go_key(key)!r}{hint}",
+                                             path=label)
+        return
+    if not whole_map:
+        _unknown_in(label, doc, DOCUMENT_FIELDS, "the document")
+        return
+    for key in doc:  # the graders map itself: a misspelt `graders:` or `imports:` is no grader id
+        hint = did_you_mean(go_key(key), DOCUMENT_FIELDS)
+        if hint and go_key(key) not in DOCUMENT_FIELDS:
+            raise GradersConfigError(f"{go_key(key)!r} is neither a grader id nor a field of the document{hint}",
+                                     path=label)
+
+
 def collect_graders(path: Path) -> tuple[bool, Any]:
     """The workflow's graders map with its imports merged in (gh-aw
     ``mergeImportedGradersFrontmatter``); ``(False, None)`` when no graders are configured.
@@ -179,6 +231,7 @@ def collect_graders(path: Path) -> tuple[bool, Any]:
     roots = import_roots(path)
     doc = read_document(path)
     whole = path.suffix != ".md" and not (isinstance(doc, dict) and ("graders" in doc or "imports" in doc))
+    _check_top_level(doc, path, whole)
     present, own = _graders_of(doc, whole)
     imported: list[dict[str, Any]] = []
     seen = {path.resolve()}
@@ -190,7 +243,7 @@ def collect_graders(path: Path) -> tuple[bool, Any]:
         seen.add(imp)
         if not imp.is_file():
             raise GradersConfigError(f"{path}: imported file not found: {imp}")
-        sub = read_document(imp)
+        sub = read_document(imp, given=False)
         _, value = _graders_of(sub, False)
         if isinstance(value, dict):
             imported.append(value)

@@ -19,6 +19,42 @@ class Executor(Protocol):
     def __call__(self, entry: PlanEntry, trace: dict[str, Any], ctx: GraderContext) -> Any: ...
 
 
+class TimeoutBreaker:
+    """An executor that stops running a grader once it timed out on ``limit`` consecutive runs.
+
+    A looping inline script cost its full time limit on every run (0.2 runs/s). After ``limit``
+    consecutive timeouts (an executor marks them with ``timed_out`` on the exception), every further
+    call fails at once, saying why, at no cost; any other outcome resets the count. The counts are
+    this worker's, kept across the runs it grades in this job (not across workers: which runs a
+    tripped grader skipped then depends on how a runner hands out runs, docs/sandboxing.md). A grader
+    is its id and digest, so a fixed script starts afresh."""
+
+    def __init__(self, inner: Any, limit: int, streaks: dict[tuple[str, str], int] | None = None) -> None:
+        self.inner, self.limit = inner, limit
+        self.streaks: dict[tuple[str, str], int] = {} if streaks is None else streaks
+
+    def __call__(self, entry: PlanEntry, trace: dict[str, Any], ctx: GraderContext) -> Any:
+        key = (entry.id, entry.digest)
+        streak = self.streaks.get(key, 0)
+        if self.limit and streak >= self.limit:
+            raise RuntimeError(f"not run: it timed out on {streak} consecutive runs of this job, so it is errored "
+                               "for the rest of the job (--grader-timeout-limit)")
+        try:
+            raw = self.inner(entry, trace, ctx)
+        except Exception as exc:
+            self.streaks[key] = streak + 1 if getattr(exc, "timed_out", False) else 0
+            raise
+        self.streaks[key] = 0
+        return raw
+
+    def __getattr__(self, name: str) -> Any:
+        """The inner executor's other parts (``close``); ``for_run`` binds it, sharing the counts."""
+        attr = getattr(self.inner, name)
+        if name == "for_run":
+            return lambda *args, **kwargs: TimeoutBreaker(attr(*args, **kwargs), self.limit, self.streaks)
+        return attr
+
+
 def describe_exception(exc: BaseException) -> str:
     """The message part of ``getErrorMessage(err)``."""
     js_message = getattr(exc, "js_message", None)

@@ -116,6 +116,11 @@ def family_of(entry: PlanEntry) -> str:
     return entry.family
 
 
+# A sandboxed grader that timed out on this many consecutive runs in a worker is errored, unrun,
+# for the rest of the job (graders.grading.engine.TimeoutBreaker; 0 never stops one).
+TIMEOUT_LIMIT = 3
+
+
 @dataclass(frozen=True)
 class PlanSet:
     """The plan of every workflow: per-workflow plans (``--graders-dir``) over a default."""
@@ -126,6 +131,8 @@ class PlanSet:
     archived_evaluators: bool = True
     # Explicit opt-out of the sandboxes (``--allow-unsandboxed``); never the default.
     allow_unsandboxed: bool = False
+    # Consecutive timeouts after which a sandboxed grader is errored, unrun (``--grader-timeout-limit``).
+    timeout_limit: int = TIMEOUT_LIMIT
 
     def for_workflow(self, workflow: str) -> GradingPlan:
         for name, plan in self.by_workflow:

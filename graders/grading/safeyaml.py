@@ -85,6 +85,10 @@ def describe(exc: BaseException, line_offset: int = 0) -> str:
         return f"{what} (line {mark.line + 1 + line_offset}, column {mark.column + 1})" if mark else what
     if isinstance(exc, RecursionError):
         return f"nested deeper than {MAX_DEPTH} levels"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+    if isinstance(exc, OSError) and exc.strerror:  # the file is named by the caller, once
+        return exc.strerror
     return " ".join(str(exc).split()) or type(exc).__name__
 
 

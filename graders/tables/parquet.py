@@ -1,4 +1,5 @@
-"""Deterministic Parquet encoding of table rows (same rows → byte-identical files).
+"""Deterministic Parquet encoding of table rows (same rows → byte-identical files), and the one
+validated decoding of every file an output holds (:class:`DamagedOutput` names a file that is not).
 
 The codec is the one place that knows the Arrow types: row builders hand over plain values (dates
 as ``YYYY-MM-DD`` text, times as ISO 8601 text, counts that may arrive as floats) and
@@ -105,15 +106,47 @@ def _same_types(found: pa.Schema, wanted: pa.Schema) -> bool:
     return all(found.get_field_index(f.name) >= 0 and found.field(f.name).type == f.type for f in wanted)
 
 
-def decode_table(table: str, data: bytes) -> list[dict[str, Any]]:
+PARQUET_MAGIC = b"PAR1"
+
+
+class DamagedOutput(ValueError):
+    """A file of the output that cannot be read back as its table (truncated, overwritten, not
+    Parquet, not the table's columns): its path and what is wrong, in one line."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: damaged output file ({reason})")
+        self.path, self.reason = path, reason
+
+
+def damage(data: bytes) -> str | None:
+    """Why ``data`` is no complete Parquet file, from its ends alone (no decoding), or None."""
+    if len(data) < 12 or data[:4] != PARQUET_MAGIC or data[-4:] != PARQUET_MAGIC:
+        return f"not a complete Parquet file: {len(data)} bytes, no Parquet footer (truncated or overwritten?)"
+    return None
+
+
+def decode_table(table: str, data: bytes, path: str = "a stored partition") -> list[dict[str, Any]]:
     """The rows of one partition file (without the partition columns), typed as the table's
     schema says: a file an older fleetgrade wrote (other column types, a column missing) reads as
-    a current one would."""
-    schema = SPECS[table].schema
-    stored = pq.read_table(io.BytesIO(data))
-    if _same_types(stored.schema, schema):
-        return stored.select(schema.names).to_pylist()
-    return typed_rows(table, ({c: row.get(c) for c in schema.names} for row in stored.to_pylist()))
+    a current one would. :class:`DamagedOutput` naming ``path`` when they cannot be read as
+    ``table``'s; every reader of a stored file (incremental state, the sink's merge, carried
+    verdicts, statistics, the upgrade) decodes through here."""
+    reason = damage(data)
+    if reason is None:
+        schema = SPECS[table].schema
+        try:
+            stored = pq.read_table(io.BytesIO(data))
+            missing = [c for c in SPECS[table].sort_key if stored.schema.get_field_index(c) < 0]
+            if missing:  # every format of the table had its sort key: another file
+                reason = f"not a {table} file: no {', '.join(missing)} column"
+            elif _same_types(stored.schema, schema):
+                return stored.select(schema.names).to_pylist()
+            else:
+                return typed_rows(table, ({c: row.get(c) for c in schema.names} for row in stored.to_pylist()))
+        except (pa.ArrowException, OSError, ValueError, TypeError, IndexError, KeyError, MemoryError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            reason = f"cannot be read as the {table} table: {first}"
+    raise DamagedOutput(path, reason)
 
 
 _ABSENT = (False, 0)
@@ -155,6 +188,10 @@ def encode_table(table: str, rows: Iterable[dict[str, Any]], workflow: str | Non
 
 
 def current_format(data: bytes) -> bool:
-    """Whether a stored partition file was written in the current table format (its footer only)."""
-    metadata = pq.read_schema(io.BytesIO(data)).metadata or {}
+    """Whether a stored partition file was written in the current table format (its footer only);
+    False for a damaged one (decoding it names it)."""
+    try:
+        metadata = pq.read_schema(io.BytesIO(data)).metadata or {}
+    except (pa.ArrowException, OSError, ValueError):
+        return False
     return metadata.get(FORMAT_KEY) == TABLE_FORMAT

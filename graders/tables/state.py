@@ -27,6 +27,14 @@ from schemas.version import FLEETGRADE_VERSION
 
 # A stored row to remove when a partition is rewritten: (table, workflow, date, identity).
 Drop = tuple[str, str | None, str | None, tuple[Any, ...]]
+TOUCH: tuple[Any, ...] = ()  # the identity of no row: a drop that only has the sink visit a partition
+
+
+def touch(table: str, workflow: str | None, date: str | None) -> Drop:
+    """A drop that removes nothing but has the sink rewrite the partition: a reader that found
+    it damaged (graders/tables/parquet.DamagedOutput) hands it to the sink, which rewrites it
+    from this job's rows and has the runs it held regraded (transforms/sink.py)."""
+    return table, workflow, date, TOUCH
 
 
 def listing_digest(listing: Iterable[tuple[Any, ...]]) -> str:
@@ -85,8 +93,10 @@ def graded_state(root: str, listing: str, grading: str, workflow: str, date: str
             "fleetgrade_version": FLEETGRADE_VERSION}
 
 
-def dead_state(root: str, listing: str, grading: str, workflow: str | None, date: str | None) -> dict[str, Any]:
-    return {"root": root, "listing_digest": listing, "grading_digest": grading, "outcome": "dead",
+def dead_state(root: str, listing: str, grading: str, workflow: str | None, date: str | None,
+               outcome: str = "dead") -> dict[str, Any]:
+    """``outcome`` "duplicate": a dead letter for its identity, which every job decides again."""
+    return {"root": root, "listing_digest": listing, "grading_digest": grading, "outcome": outcome,
             "workflow": workflow, "date": date, "run_id": None, "attempt": None,
             "fleetgrade_version": FLEETGRADE_VERSION}
 
@@ -105,7 +115,9 @@ def drops_for(previous: dict[str, Any] | None) -> list[Drop]:
 
 
 def unchanged(previous: dict[str, Any] | None, listing: str, grading: str) -> bool:
-    if not previous:
+    """Whether an input may keep its rows: its listing and grading are those recorded, and it is
+    no dead letter for its identity (decided again by each job: its rival may be gone)."""
+    if not previous or previous.get("outcome") == "duplicate":
         return False
     return bool(previous.get("listing_digest") == listing and previous.get("grading_digest") == grading)
 
@@ -148,6 +160,7 @@ class StoredState:
 
     def __init__(self, rows: Iterable[dict[str, Any]] = ()) -> None:
         self._rows: dict[str, bytes | list[bytes]] = {}
+        self.workflows: set[str] = set()  # every workflow named: a hashed partition's name is one
         for row in rows:
             self.add(row)
 
@@ -155,6 +168,8 @@ class StoredState:
         blob = _ENCODER.encode(_Stored(*(
             _pack_digest(row.get(f)) if f in _DIGEST_FIELDS else row.get(f) for f in _STORED_FIELDS)))
         root = row["root"]
+        if row.get("workflow"):
+            self.workflows.add(row["workflow"])
         held = self._rows.get(root)
         if held is None:
             self._rows[root] = blob

@@ -20,6 +20,7 @@ options, the result) is Beam's. ``tests/pipeline/test_dask_runner.py`` holds one
 from __future__ import annotations
 
 import logging
+import sys
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
@@ -62,6 +63,34 @@ def local_cluster(workers: int | None = None) -> ddist.LocalCluster:
                               silence_logs=logging.CRITICAL)
 
 
+def starts_local_cluster(options: PipelineOptions) -> bool:
+    """Whether the job runs on a cluster of its own on this machine (no scheduler given): its
+    workers inherit the launcher's environment and terminal, as the local runners' do."""
+    dask_options = options.view_as(DaskOptions)
+    return not dask_options.address and not dask_options.scheduler_file
+
+
+class ConsoleLog(ddist.WorkerPlugin):  # type: ignore[misc]
+    """The local cluster's workers print fleetgrade's lines (a dead letter naming its file, the
+    commit) on the launching terminal, as the local runners do.
+
+    ``silence_logs`` quiets the one stream handler that dask's logging set-up shares between the
+    loggers it configures, fleetgrade's (``DASK_LOGGING__FLEETGRADE``) among them; fleetgrade's
+    logger gets a handler of its own, with the launcher's level and format.
+    """
+
+    def __init__(self) -> None:
+        self.level = logging.getLogger("fleetgrade").getEffectiveLevel()
+        self.formatter = next((h.formatter for h in logging.getLogger().handlers if h.formatter), None)
+
+    def setup(self, worker: ddist.Worker) -> None:
+        handler = logging.StreamHandler(sys.stderr)  # the launcher's: local workers inherit it
+        handler.setFormatter(self.formatter)
+        log = logging.getLogger("fleetgrade")
+        log.handlers, log.propagate = [handler], False
+        log.setLevel(self.level)
+
+
 class DaskRunner(upstream.DaskRunner):
     """Beam's DaskRunner with the fixes above; ``run_pipeline`` replaces upstream's, which
     computed only the last bag (fix 5) and had no metrics (fix 7)."""
@@ -72,11 +101,13 @@ class DaskRunner(upstream.DaskRunner):
         if not bag_kwargs:
             bag_kwargs["partition_size"] = DEFAULT_PARTITION_SIZE
         cluster = None
-        if not dask_options.get("address") and not dask_options.get("scheduler_file"):
+        if starts_local_cluster(options):
             # Upstream: ``Client()`` starts a LocalCluster whose dashboard listens on every interface.
             cluster = dask_options["address"] = local_cluster()
         client = ddist.Client(**dask_options)
         try:
+            if cluster is not None:
+                client.register_plugin(ConsoleLog())
             pipeline.replace_all(dask_overrides())
             threads = sum(client.nthreads().values()) or 1
             translation = Translation(bag_kwargs, spread=bag_kwargs.get("npartitions") or 2 * threads)

@@ -360,8 +360,11 @@ def test_plain_files_hold_the_map_itself(tmp_path: Path) -> None:
     f.write_text("- loops\n")
     with pytest.raises(GradersConfigError, match=r"^graders must be a map of grader IDs"):
         load_graders(f)
-    f.write_text("")
-    assert load_graders(f) == default_plan()
+    for empty in ("", "\n  \n", "# graders come later\n\n# nothing yet\n"):
+        f.write_text(empty)  # a file given as configuration that configures nothing is no default
+        with pytest.raises(GradersConfigError, match=r"^the graders configuration is empty") as caught:
+            load_graders(f)
+        assert caught.value.path == str(f)
 
 
 def test_manifest_round_trips_through_the_schema(tmp_path: Path) -> None:
@@ -419,3 +422,66 @@ def test_ids_are_trimmed_with_go_whitespace() -> None:
     assert _ids(plan) == ["my-x"]
     with pytest.raises(GradersConfigError, match="invalid id"):
         parse_graders({"\x1cmy-x": {"script": "return 1"}})  # Python's strip() would remove \x1c, Go's does not
+
+
+# -- what gh-aw's frontmatter schema refuses: unknown keys, at every level -----------------------------
+
+@pytest.mark.parametrize("suffix", [".yaml", ".md"])
+def test_an_unknown_field_of_a_grader_is_an_error_with_a_did_you_mean(tmp_path: Path, suffix: str) -> None:
+    f = tmp_path / f"w{suffix}"
+    body = "graders:\n  tool-success-rate: {threshhold: 0.9}\n"
+    f.write_text(f"---\non: push\n{body}---\n" if suffix == ".md" else body)
+    with pytest.raises(GradersConfigError) as caught:
+        load_graders(f)
+    assert str(caught.value) == ('graders.tool-success-rate has an unknown field "threshhold"; did you mean '
+                                 '"threshold"? (the fields are enabled, name, description, unit, direction, '
+                                 'threshold, max, min, config, run, script)')
+    f.write_text(f.read_text().replace("threshhold", "threshold"))  # spelt right, it takes effect
+    [entry] = [e for e in load_graders(f).entries if e.id == "tool-success-rate"]
+    assert entry.threshold == 0.9
+    with pytest.raises(GradersConfigError, match=r'^graders.my-x has an unknown field "scirpt"; did you mean "script"'):
+        parse_graders({"my-x": {"scirpt": "return 1"}})
+
+
+def test_every_field_gh_aw_defines_is_accepted() -> None:
+    plan = parse_graders({OV: {"enabled": True, "name": "V", "description": "d", "unit": "ratio",
+                               "direction": "higher_is_better", "threshold": 0.5, "max": 1, "min": 0,
+                               "config": {"k": 1}, "script": "#!/bin/bash\necho '[]'\n"}})
+    assert plan is not None and plan.entries[0].config == {"k": 1}
+
+
+def test_an_unknown_id_names_the_closest_and_every_configurable_id() -> None:
+    with pytest.raises(GradersConfigError) as caught:
+        parse_graders({"tool-sucess-rate": {}})
+    assert str(caught.value) == _not_builtin("tool-sucess-rate")  # gh-aw's message, exactly
+    hint = caught.value.hint
+    assert hint.startswith('; did you mean "tool-success-rate"? Configurable ids: ')
+    trajectory = registry.grader_ids("trajectory")
+    assert len(trajectory) == 22 and all(gid in hint for gid in (*BUILTIN_IDS, *trajectory, OV))
+    assert caught.value.describe().endswith("any other id needs a script")
+    with pytest.raises(GradersConfigError) as far:
+        parse_graders({"zzz": None})
+    assert far.value.hint.startswith(". Configurable ids: ")
+
+
+def test_unknown_keys_of_the_document_and_its_imports(tmp_path: Path) -> None:
+    f = tmp_path / "w.yaml"
+    f.write_text("graders:\n  loops: {}\ngraderz: 1\n")
+    with pytest.raises(GradersConfigError, match=r'^the document has an unknown field "graderz"; did you mean '
+                                                 r'"graders"\? \(the fields are graders, imports\)$'):
+        load_graders(f)
+    f.write_text("grader:\n  loops: {}\n")  # the map itself, whose first key is a misspelt `graders:`
+    with pytest.raises(GradersConfigError, match=r"^'grader' is neither a grader id nor a field of the document; "
+                                                 r'did you mean "graders"\?$'):
+        load_graders(f)
+    md = tmp_path / "wf.md"
+    md.write_text("---\non: push\ngradres:\n  loops: {}\n---\n")
+    with pytest.raises(GradersConfigError, match=r"^the frontmatter has no graders map but has 'gradres'; did you"):
+        load_graders(md)
+    (tmp_path / "shared.yaml").write_text("graders:\n  loops: {threshold: 2}\n")
+    md.write_text("---\non: push\nimports:\n  - {paht: shared.yaml}\ngraders: {}\n---\n")
+    with pytest.raises(GradersConfigError, match=r'^imports\[0\] has an unknown field "paht"; did you mean "path"'):
+        load_graders(md)
+    md.write_text("---\non: push\nimports:\n  - {uses: shared.yaml, with: {x: 1}}\ngraders: {}\n---\n")
+    [loops] = [e for e in load_graders(md).entries if e.id == "loops"]  # gh-aw's `uses`/`with` form
+    assert loops.threshold == 2

@@ -1,4 +1,10 @@
-"""A small fleet of hostile runs (issue 28) beside good ones, built in a temporary folder."""
+"""A small fleet of hostile runs (issues 28 and 40) beside good ones, built in a temporary folder.
+
+``make_hostile_fleet`` writes issue 28's cases and issue 40's output-side ones (identities claimed
+across input kinds, control characters in names); tests/helpers/hostile_numbers.py's
+``make_number_fleet`` writes issue 40's input-side ones into the same folder (``ALL_*`` below hold
+the expectations of both).
+"""
 
 from __future__ import annotations
 
@@ -30,6 +36,25 @@ WARNED: dict[str, str] = {
 GRADED = ("wf-deep/run-1", "wf-json/run-9", "wf-cjk/run-5", "wf-null/run-15")
 CJK_WORKFLOW = "工作流程" * 30
 NULL_WORKFLOW = "__HIVE_DEFAULT_PARTITION__"
+
+# Issue 40, output side.
+ESC = "\x1b]0;pwned\x07\x1b[2J"  # retitles the terminal, then clears the screen
+FORGED = "2026-01-01 00:00:00,000 INFO fleetgrade: all good"  # a log line, after a newline in a name
+BIDI_WORKFLOW = "abc\u202edef"  # a right-to-left override: valid, graded, shown escaped
+CLAIM = "2 inputs hold the run (workflow 'wf-claim', run '50', attempt 1) with different files"
+DEAD_40: dict[str, str] = {
+    "wf-claim/run-50": CLAIM,  # a run folder, and a session file whose records claim its identity
+    "wf-claim/claim.jsonl": CLAIM,
+    "wf-esc/run-60": f"no gh-aw run artifacts (aw_info.json, agent_output.json, mcp-logs/, sandbox/, …) found; "
+                     f"it holds notes{ESC}.txt",
+    "wf-nl/run-62": f"it holds x\n{FORGED}.txt",
+    f"wf{ESC}/run-61": "the workflow folder holds the control character '\\x1b'",
+    "wf-sess/esc.jsonl": "run id holds the control character '\\x1b'",
+}
+GRADED_40 = ("wf-bidi/run-63", "wf-tool/run-64", "wf-huge/run-70")
+# The statistics' boundary: a grader value near the float maximum, beside an ordinary run of its workflow.
+HUGE = "statistics: execution-duration: value 1.7e+308 is beyond ±1e+100"
+WARNED_40: dict[str, str] = {"wf-huge/run-71": HUGE}
 
 
 def _run(folder: Path, info: dict[str, object] | None, output: str | None = '{"items": []}') -> Path:
@@ -106,4 +131,36 @@ def make_hostile_fleet(root: Path) -> Path:
     os.symlink(secret, fleet / "wf-link/run-13/agent_output.json")
     # a workflow literally named as hive's null
     _run(fleet / "wf-null/run-15", _info(15, workflow_name=NULL_WORKFLOW))
+    _issue_40(fleet)
     return fleet
+
+
+def _hook_log(path: Path, session: str, tool: str = "Read") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    records = [{"ts": "2026-05-01T10:00:00Z", "session_id": session, "hook": hook, "tool": tool, "command": "ls",
+                "exit_code": code} for hook, code in (("PreToolUse", ""), ("PostToolUse", 0))]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def _issue_40(fleet: Path) -> None:
+    # a session file in the workflow's folder whose records claim the run folder's identity
+    _run(fleet / "wf-claim/run-50", _info(50))
+    _hook_log(fleet / "wf-claim/claim.jsonl", "50")
+    # control characters in a file name, a folder name, a session id, a tool name; a bidi override
+    _run(fleet / "wf-esc/run-60", None, output=None)
+    (fleet / "wf-esc/run-60" / f"notes{ESC}.txt").write_text("an escape sequence in a name")
+    _run(fleet / "wf-nl/run-62", None, output=None)
+    (fleet / "wf-nl/run-62" / f"x\n{FORGED}.txt").write_text("a newline in a name")
+    _run(fleet / f"wf{ESC}/run-61", _info(61))
+    _hook_log(fleet / "wf-sess/esc.jsonl", f"s{ESC}")
+    _run(fleet / "wf-bidi/run-63", _info(63, workflow_name=BIDI_WORKFLOW))
+    _run(fleet / "wf-tool/run-64", _info(64))
+    (fleet / "wf-tool/run-64/mcp-logs").mkdir()
+    (fleet / "wf-tool/run-64/mcp-logs/gateway.jsonl").write_text(
+        json.dumps({"type": "tool_call", "tool_name": f"evil{ESC}", "status": "error", "error": f"x{ESC}"}) + "\n")
+    for run_id, ms in ((70, 1000), (71, 1.7e308)):  # execution-duration, in ms
+        usage = _run(fleet / f"wf-huge/run-{run_id}", _info(run_id)) / "sandbox/firewall/logs/api-proxy-logs"
+        usage.mkdir(parents=True)
+        (usage / "token-usage.jsonl").write_text(json.dumps(
+            {"timestamp": "2026-05-01T10:00:01Z", "event": "token_usage", "request_id": f"r{run_id}", "model": "gpt-5",
+             "provider": "copilot", "input_tokens": 10, "output_tokens": 5, "duration_ms": ms}) + "\n")

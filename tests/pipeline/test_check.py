@@ -60,6 +60,16 @@ def test_bad_usage_exits_2_with_one_line(shifted_output: Path, tmp_path: Path) -
         assert "fleetgrade check" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_a_misspelt_workflow_or_grader_gets_a_did_you_mean(shifted_output: Path) -> None:
+    """Issue 42: a filter that matches nothing is a typo until shown otherwise, never an empty pass."""
+    for flag, typo, meant in (("--workflow", "ci-docter", "ci-doctor"), ("--grader", "tool-sucess-rate",
+                                                                         "tool-success-rate")):
+        done = check(str(shifted_output), flag, typo)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr == (f"fleetgrade check: {flag} {typo} has no regressions rows; did you mean {meant}? "
+                               f"({shifted_output})\n"), done.stderr
+
+
 def test_stored_rows_equal_a_recomputation(shifted_output: Path) -> None:
     stored = sorted(read_rows(str(shifted_output), "regressions"), key=lambda r: (r["workflow"], r["grader_id"]))
     again = recompute_regressions(str(shifted_output), 7, 28)

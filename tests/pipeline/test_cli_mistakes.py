@@ -41,16 +41,26 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (base / "notes.md").write_text("not a fleet\n")
     bad = "graders:\n  my-metric:\n    script: |\n      const n = trace.toolCalls.length;\n      return { value: n +;\n"
     (base / "bad.yaml").write_text(bad)
+    (base / "typo.yaml").write_text("tool-success-rate: {threshhold: 0.9}\n")
+    (base / "comments.yaml").write_text("# every built-in, later\n")
+    (base / "latin1.yaml").write_bytes("tool-success-rate: {threshold: 0.9}  # réglé\n".encode("latin-1"))
+    (base / "unknown-id.yaml").write_text("graders:\n  tool-sucess-rate: {threshold: 0.9}\n")
     (base / "graders-dir").mkdir()
     (base / "graders-dir" / "ci-doctor.yaml").write_text(bad.replace("my-metric", "dir-metric"))
     out = base / "tables"  # one partition is enough for `sql` to open the output
     part = out / "runs" / "workflow=w" / "date=2026-01-01"
     part.mkdir(parents=True)
     pq.write_table(pa.table({"run_id": ["1"]}), part / "part-00000.parquet")
+    graded = base / "graded"  # what `run` leaves: a _state partition and the tables'
+    for table in ("_state", "grader_results"):
+        folder = graded / table / "workflow=w" / "date=2026-01-01"
+        folder.mkdir(parents=True)
+        pq.write_table(pa.table({"run_id": ["1"]}), folder / "part-00000.parquet")
     traces = {"runs": [{"task": f"T{i}", "ok": 1, "steps": [{"step": 1, "tool": "Read"}]} for i in range(3000)]}
     (base / "traces.json").write_text(json.dumps(traces))
     return {"base": base, "fleet": fleet, "empty": base / "empty", "file": base / "notes.md",
-            "bad": base / "bad.yaml", "bad_dir": base / "graders-dir", "tables": out,
+            "typo": base / "typo.yaml", "comments": base / "comments.yaml", "latin1": base / "latin1.yaml", "unknown_id": base / "unknown-id.yaml",
+            "bad": base / "bad.yaml", "bad_dir": base / "graders-dir", "tables": out, "graded": graded,
             "traces": base / "traces.json"}
 
 
@@ -75,6 +85,14 @@ MISTAKES: list[tuple[str, Args, int, str]] = [
     ("typo-in-flag", _run("--graders-dri", "examples/graders"), 2,
      r"unknown flag --graders-dri; did you mean --graders-dir\?$"),
     ("unknown-flag", _run("--frobnicate"), 2, r"unknown flag --frobnicate$"),
+    # Named as the typo it is, not as the required flag it left missing.
+    ("typo-in-a-required-flag", lambda p: ["run", "--inptu", str(p["fleet"]), "--output", str(p["base"] / "out")], 2,
+     r"unknown flag --inptu; did you mean --input\?$"),
+    ("regrade-typo-in-a-required-flag", lambda p: ["regrade", "--evidence_at", "2026-12-01T00:00:00Z", "--input",
+                                                   str(p["fleet"]), "--output", str(p["base"] / "o")],
+     2, r"unknown flag --evidence_at; did you mean --evidence-at\?$"),
+    ("bigquery-ddl-typo-in-a-required-flag", lambda p: ["bigquery-ddl", str(p["tables"]), "--datset", "ds"], 2,
+     r"unknown flag --datset; did you mean --dataset\?$"),
     ("abbreviation", _run("--ful"), 2, r"unknown flag --ful; did you mean --full\?$"),
     ("beam-flag-of-another-runner", _run("--flink_master", "x"), 2, r"unknown flag --flink_master"),
     ("beam-flag-bad-value", _run("--num_workers", "many"), 2, r"argument --num_workers: invalid int value"),
@@ -102,6 +120,20 @@ MISTAKES: list[tuple[str, Args, int, str]] = [
      r"\(.*bad\.yaml: graders\.my-metric\.script, line 2\)$"),
     ("inline-js-syntax-error-graders-dir", lambda p: [*_run("--graders-dir", str(p["bad_dir"]))(p)], 2,
      r"inline grader 'dir-metric' does not compile: SyntaxError: .*ci-doctor\.yaml: graders\.dir-metric\.script"),
+    ("graders-unknown-field", lambda p: _run("--graders", str(p["typo"]))(p), 2,
+     r'typo\.yaml: graders\.tool-success-rate has an unknown field "threshhold"; did you mean "threshold"\?'),
+    # An unreadable graders file: one line naming it once and why.
+    ("graders-not-utf8", lambda p: _run("--graders", str(p["latin1"]))(p), 2,
+     r"run: \S*latin1\.yaml: cannot read the graders configuration: not UTF-8 text \(byte 0xe9 at offset 40\)$"),
+    ("graders-is-a-folder", lambda p: _run("--graders", str(p["empty"]))(p), 2,
+     r"run: \S*empty: cannot read the graders configuration: Is a directory$"),
+    ("graders-missing", _run("--graders", "/nonexistent/graders.yaml"), 2,
+     r"run: /nonexistent/graders\.yaml: cannot read the graders configuration: No such file or directory$"),
+    ("graders-empty-file", lambda p: _run("--graders", str(p["comments"]))(p), 2,
+     r"comments\.yaml: the graders configuration is empty"),
+    ("graders-unknown-id", lambda p: _run("--graders", str(p["unknown_id"]))(p), 2,
+     r'graders\.tool-sucess-rate is not a built-in grader .*; did you mean "tool-success-rate"\? Configurable ids: '
+     r".*skill-constraint-coverage.*code-search-recall, operational-value"),
     ("output-is-a-file", lambda p: ["run", "--input", str(p["fleet"]), "--output", str(p["file"])], 2,
      r"--output is a file, not a folder \(.*notes\.md\)$"),
     ("output-under-a-file", lambda p: ["run", "--input", str(p["fleet"]), "--output", str(p["file"] / "x")], 2,
@@ -110,6 +142,18 @@ MISTAKES: list[tuple[str, Args, int, str]] = [
      r"--output is not writable: "),
     ("unknown-runner", _run("--runner", "nosuchrunner"), 2,
      r"unknown runner 'nosuchrunner'; fleetgrade runs on direct, direct-multiprocess, portable, dataflow"),
+    # The README's pyarrow snippet counted 3,604 rows of grader_results instead of 1,077 after this.
+    ("output-is-a-table-folder-of-an-output", lambda p: ["run", "--input", str(p["fleet"]), "--output",
+                                                         str(p["graded"] / "grader_results")], 2,
+     r"--output is inside the fleetgrade output .*graded \(its grader_results table\); .* give .*graded itself"),
+    ("output-inside-an-output", lambda p: ["regrade", "--evidence-at", "2026-12-01T00:00:00Z", "--input",
+                                           str(p["fleet"]), "--output", str(p["graded"] / "more" / "out")], 2,
+     r"--output is inside the fleetgrade output .*graded; "),
+    ("input-is-an-output", lambda p: ["run", "--input", str(p["graded"]), "--output", str(p["base"] / "out")], 2,
+     r"--input is a fleetgrade output: it holds tables, not runs"),
+    ("input-inside-an-output", lambda p: ["run", "--input", str(p["graded"] / "_state"), "--output",
+                                          str(p["base"] / "out")], 2,
+     r"--input is inside the fleetgrade output .*graded \(its _state table\): it holds tables"),
     ("output-inside-input", lambda p: ["run", "--input", str(p["fleet"]), "--output", str(p["fleet"] / "out")], 2,
      r"--output is inside --input"),
     ("output-is-input", lambda p: ["run", "--input", str(p["fleet"]), "--output", str(p["fleet"]) + "/"], 2,
@@ -128,8 +172,8 @@ MISTAKES: list[tuple[str, Args, int, str]] = [
                                           "2026-01-01"], 2, r"--since 2026-02-01 is after --until 2026-01-01$"),
     ("report-bad-date", lambda p: ["report", str(p["tables"]), "--since", "yesterday"], 2,
      r"argument --since: not a YYYY-MM-DD date"),
-    ("sql-not-an-output", lambda p: ["sql", str(p["empty"]), "SELECT 1"], 1, r"no fleetgrade tables found"),
-    ("sql-bad-query", lambda p: ["sql", str(p["tables"]), "SELECT nope FROM runs"], 1, r"Binder Error"),
+    ("sql-not-an-output", lambda p: ["sql", str(p["empty"]), "SELECT 1"], 2, r"no fleetgrade tables found"),
+    ("sql-bad-query", lambda p: ["sql", str(p["tables"]), "SELECT nope FROM runs"], 2, r"Binder Error"),
 ]
 
 

@@ -6,8 +6,9 @@
   demo's graders run inline JavaScript (V8) and archived evaluators (bubblewrap) in the workers.
   (The 1,000-run synthetic fleet, by hand: docs/dask.md.)
 - Without ``--dask_client_address``, fleetgrade starts a local cluster on 127.0.0.1 and stops
-  it; the run summary's counters (from the runner's metrics) are the direct runner's; and on
-  workers that cannot sandbox, the evaluator fails closed with a per-grader error.
+  it; its console lines (progress, dead letters, the summary's counters from the runner's
+  metrics) and dead-letter rows are the direct runner's; and on workers that cannot sandbox,
+  the evaluator fails closed with a per-grader error.
 """
 
 from __future__ import annotations
@@ -77,6 +78,19 @@ def summary(stderr: str) -> str:
     return line.split("fleetgrade: ", 1)[1].split(" in ", 1)[0]
 
 
+def console(stderr: str) -> list[str]:
+    """fleetgrade's lines without their times, and without those that depend on the job's speed
+    or on the partitions written (the summary's counts kept)."""
+    lines = [ln.split(" ", 2)[2] for ln in stderr.splitlines() if " fleetgrade: " in ln]
+    return [ln.split(";")[0] if "run(s) discovered:" in ln else ln for ln in lines
+            if not ln.startswith(("INFO fleetgrade: writing the tables (", "INFO fleetgrade: progress:",
+                                  "INFO fleetgrade: committed"))]
+
+
+def table_bytes(out: Path, table: str) -> dict[str, bytes]:
+    return {str(f.relative_to(out)): f.read_bytes() for f in sorted((out / table).rglob("*.parquet"))}
+
+
 def grades(out: Path) -> dict[tuple[str, str], tuple[str, str]]:
     rows = pq.read_table(out / "grader_results").to_pylist()
     return {(r["run_id"], r["grader_id"]): (r["status"], r["error"] or "") for r in rows}
@@ -85,6 +99,9 @@ def grades(out: Path) -> dict[tuple[str, str], tuple[str, str]]:
 @pytest.mark.slow
 def test_local_cluster_run_fails_closed_without_a_sandbox(tmp_path):
     fleet = copy_runs(tmp_path / "fleet")
+    broken = fleet / "issue-triage" / "run-7100999"  # a dead letter
+    shutil.copytree(fleet / "issue-triage" / "run-7100011", broken)
+    (broken / "aw_info.json").write_text('{"run_id": 7100999, broken')
     base = [EXE, "run", "--input", str(fleet), *DEMO_FLAGS]
     direct = subprocess.run([*base, "--output", str(tmp_path / "direct")], capture_output=True, text=True,
                             timeout=TIMEOUT, check=False)
@@ -95,10 +112,15 @@ def test_local_cluster_run_fails_closed_without_a_sandbox(tmp_path):
     proc = subprocess.run([*base, "--output", str(tmp_path / "dask"), "--runner", "dask"], env=env,
                           capture_output=True, text=True, timeout=TIMEOUT, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    # The runs' counts come from the runner's metrics (the partitions differ: the evaluator's
-    # grades are errors here).
-    assert summary(proc.stderr).split(";")[0] == summary(direct.stderr).split(";")[0]
+    # The same lines as the direct runner's: the discovery, the dead letter naming its file (the
+    # workers' fleetgrade log on this terminal), the counts (from the runner's metrics; the
+    # partitions written differ: the evaluator's grades are errors here).
+    lines = console(proc.stderr)
+    assert lines == console(direct.stderr), proc.stderr[-3000:]
+    assert any(f"dead letter: {broken / 'aw_info.json'}: not valid JSON" in ln for ln in lines), lines
+    assert any("3 run(s) discovered: 2 graded, 1 dead-lettered" in ln for ln in lines), lines
     assert " 0 partition file(s) written" not in summary(proc.stderr)
+    assert table_bytes(tmp_path / "dask", "dead_letter") == table_bytes(tmp_path / "direct", "dead_letter") != {}
     on_dask, expected = grades(tmp_path / "dask"), grades(tmp_path / "direct")
     assert on_dask.keys() == expected.keys()
     sandboxed = {k: v for k, v in on_dask.items() if k[1] == "operational-value"}

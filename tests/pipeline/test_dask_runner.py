@@ -210,3 +210,43 @@ def test_local_cluster_listens_on_loopback_only_and_closes():
     # multiprocessing's resource tracker stays until this process ends; the workers are gone.
     left = [c for c in me.children(recursive=True) if c.pid in started and c.status() != psutil.STATUS_ZOMBIE]
     assert [c.cmdline() for c in left if "resource_tracker" not in " ".join(c.cmdline())] == []
+
+
+class _DiesOnce(_Counted):
+    """Counts its elements, and kills its worker process at the fourth element of its first
+    bundle (a worker lost mid-job: ``os._exit``, no exception, nothing sent back)."""
+
+    def __init__(self, folder: str) -> None:
+        super().__init__()
+        self.folder = folder
+
+    def process(self, n: int):
+        if n == 3:
+            try:
+                os.close(os.open(Path(self.folder, "died"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                pass
+            else:
+                os._exit(1)
+        yield from super().process(n)
+
+
+def test_a_lost_worker_s_bundle_is_rerun_and_counted_once(dask_scheduler, tmp_path):
+    # Last in this file: the nanny restarts the worker, and the test waits for it (other tests
+    # count the cluster's threads).
+    from dask.distributed import Client
+
+    p = dask_pipeline(dask_scheduler, "--dask_npartitions=2")
+    _ = p | beam.Create(range(6)) | beam.ParDo(_DiesOnce(str(tmp_path))) | beam.Map(
+        lambda n, folder: Path(folder, f"out-{n}").touch(), str(tmp_path))
+    try:
+        result = run(p)
+        # The lost bundle ran again elsewhere: every element reached the next step, and the
+        # counters hold the finished attempt's counts only (the lost one's never came back).
+        assert (tmp_path / "died").exists()
+        assert sorted(f.name for f in tmp_path.glob("out-*")) == [f"out-{n}" for n in range(6)]
+        counters = result.metrics().query(MetricsFilter().with_name("test_elements"))["counters"]
+        assert sum(c.committed for c in counters) == 6, counters
+    finally:
+        with Client(dask_scheduler.address, timeout=120) as client:
+            client.wait_for_workers(2, timeout=180)

@@ -123,24 +123,37 @@ def test_regrade_gs_to_gs(gcs_server, tmp_path):
 
 
 def test_gs_without_credentials_is_one_line_naming_how_to_provide_them(tmp_path):
-    """Issue 42: no Application Default Credentials, no emulator and the metadata server unreachable
-    (pointed at a closed loopback port, so nothing leaves the machine): one line saying how to
-    authenticate, at once (no retried lookup, no Beam traceback)."""
+    """Issue 42: no Application Default Credentials (or a key file that is missing or not one), no
+    emulator and the metadata server unreachable (pointed at a closed loopback port, so nothing
+    leaves the machine): one line saying how to authenticate and naming the gs:// place, at once
+    (no retried lookup, no Beam traceback)."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT")}
     closed = f"127.0.0.1:{free_port()}"
     env.update(HOME=str(tmp_path), CLOUDSDK_CONFIG=str(tmp_path / "gcloud"), GCE_METADATA_HOST=closed,
                GCE_METADATA_IP=closed)
     exe = Path(sys.executable).parent / "fleetgrade"
-    for args in (["--input", "gs://no-credentials-bucket/fleet", "--output", str(tmp_path / "out")],
-                 ["--input", str(FLEET), "--output", "gs://no-credentials-bucket/graded"]):
-        proc = subprocess.run([str(exe), "run", *args], capture_output=True, text=True, env=env, timeout=90)
+    not_json = tmp_path / "key.json"
+    not_json.write_text("not a key\n")
+    for key, args, said in (
+        (None, ["--input", "gs://no-credentials-bucket/fleet", "--output", str(tmp_path / "out")],
+         "no Google credentials found for gs://: "),
+        # A key file named but unusable: which, and why.
+        (not_json, ["--input", "gs://no-credentials-bucket/fleet", "--output", str(tmp_path / "out")],
+         f"GOOGLE_APPLICATION_CREDENTIALS cannot be used for gs:// (File {not_json} is not a valid json file): "),
+        (tmp_path / "gone.json", ["--input", str(FLEET), "--output", "gs://no-credentials-bucket/graded"],
+         f"GOOGLE_APPLICATION_CREDENTIALS cannot be used for gs:// (File {tmp_path / 'gone.json'} was not found): "),
+    ):
+        run_env = dict(env, **({"GOOGLE_APPLICATION_CREDENTIALS": str(key)} if key else {}))
+        proc = subprocess.run([str(exe), "run", *args], capture_output=True, text=True, env=run_env, timeout=90)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
         line = proc.stderr.strip()
-        assert line.startswith("fleetgrade run: no Google credentials found for gs://"), line
+        assert line.startswith(f"fleetgrade run: {said}"), line
         for way in ("gcloud auth application-default login", "GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST"):
             assert way in line
+        place = next(a for a in args if a.startswith("gs://"))
+        assert line.endswith(f" ({place})"), line  # the gs:// place that needs them
     assert not (tmp_path / "out").exists()
 
 

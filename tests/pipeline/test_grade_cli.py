@@ -140,17 +140,17 @@ def test_grade_conformance_trace_case(capsys):
 def test_errors_name_the_file_and_exit_non_zero(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")
-    assert main(["grade", "--trace", str(bad), "--json"]) == 1
+    assert main(["grade", "--trace", str(bad), "--json"]) == 2  # an input mistake
     err = capsys.readouterr().err
     assert err.startswith("fleetgrade grade: not valid JSON: ") and err.endswith(f" ({bad})\n")
-    assert main(["grade", "--trace", str(tmp_path / "missing.json"), "--json"]) == 1
+    assert main(["grade", "--trace", str(tmp_path / "missing.json"), "--json"]) == 2
     assert capsys.readouterr().err == f"fleetgrade grade: cannot read: No such file or directory ({tmp_path / 'missing.json'})\n"
     empty = tmp_path / "run-5"
     empty.mkdir()
     (empty / "notes.txt").write_text("x")
-    assert main(["preprocess", str(empty)]) == 1
+    assert main(["preprocess", str(empty)]) == 2
     assert "no gh-aw run artifacts" in capsys.readouterr().err
-    assert main(["sql", str(tmp_path), "SELECT 1"]) == 1
+    assert main(["sql", str(tmp_path), "SELECT 1"]) == 2
     assert "no fleetgrade tables found" in capsys.readouterr().err
 
 
@@ -161,4 +161,4 @@ def test_sql_formats(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out) == [{"n": 4}]
     assert main(["sql", str(out), "SELECT workflow FROM runs GROUP BY 1 ORDER BY 1", "--format", "csv"]) == 0
     assert capsys.readouterr().out.split() == ["workflow", "ci-doctor", "daily-file-diet", "issue-triage"]
-    assert main(["sql", str(out), "SELECT nope FROM runs"]) == 1
+    assert main(["sql", str(out), "SELECT nope FROM runs"]) == 2

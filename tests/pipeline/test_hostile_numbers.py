@@ -112,9 +112,6 @@ def test_an_unchanged_rerun_changes_no_run_folders_file(rerun):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="a folder of session files is regraded on every run, and its second run "
-                   "rewrites its _state (rows doubled) and task_reliability: the incremental state keys a session "
-                   "by its file, the decision by its folder (boundary-out's issue 40 slice; on main before 40 too)")
 def test_an_unchanged_rerun_changes_nothing(rerun):
     before, after, done = rerun
     assert after == before

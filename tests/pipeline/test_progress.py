@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import REPO
@@ -24,6 +25,7 @@ from transforms.progress import (
     eta_seconds,
     format_duration,
     progress_line,
+    read_line,
     read_snapshot,
 )
 
@@ -48,8 +50,15 @@ def test_lines_count_the_whole_job() -> None:
         "progress: 20 runs done, 300+ discovered so far, 5.0 runs/s"
     assert progress_line(Snapshot(discovered=3, finished=True), 0.0) == \
         "progress: 0/3 runs done (0.0%), 0.0 runs/s, ETA ?"
-    assert discovery_line(snap) == "discovered 5000 run(s): 4200 to grade (800 unchanged or outside --since/--until)"
-    assert discovery_line(Snapshot(discovered=37, finished=True)) == "discovered 37 run(s): 37 to grade"
+    assert discovery_line(Snapshot(discovered=5000, kept=800, finished=True, run_folders=4999, session_folders=1)) == (
+        "discovered 4999 run folder(s) and 1 folder(s) of session or trace files: 4200 to read "
+        "(800 unchanged or outside --since/--until)")
+    assert discovery_line(Snapshot(discovered=37, finished=True, run_folders=37)) == "discovered 37 run folder(s): 37 to read"
+    # Once all are read: the counts of the job's summary line.
+    assert read_line(Snapshot(discovered=300, done=300, finished=True, dead=5, stray=1)) == \
+        "all 300 run(s) read: 295 graded, 5 dead-lettered; 1 stray file(s) skipped"
+    assert read_line(Snapshot(discovered=9, kept=4, done=5, finished=True, dead=1, late=2), "to regrade") == \
+        "all 5 run(s) read: 2 to regrade, 1 dead-lettered, 2 outside --since/--until"
 
 
 def test_tallies_of_every_worker_add_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,12 +87,12 @@ def test_a_run_says_how_many_runs_it_discovered(tmp_path: Path) -> None:
          "--output", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     lines = [line.split("fleetgrade: ", 1)[1] for line in done.stderr.splitlines() if "INFO fleetgrade: " in line]
-    assert "discovered 73 run(s): 73 to grade" in lines
+    assert "discovered 73 run folder(s): 73 to read" in lines
     summary = next(i for i, line in enumerate(lines) if line.startswith("73 run(s) discovered: "))
-    assert lines.index("discovered 73 run(s): 73 to grade") < summary
+    assert lines.index("discovered 73 run folder(s): 73 to read") < summary
     assert not any("by this worker" in line for line in lines)
     # Once discovery is done, every progress line carries the job's total.
-    after = lines[lines.index("discovered 73 run(s): 73 to grade"):]
+    after = lines[lines.index("discovered 73 run folder(s): 73 to read"):]
     assert all("/73 runs done" in line for line in after if line.startswith("progress: ")), lines
 
 
@@ -98,5 +107,14 @@ def test_a_stray_file_is_not_counted_as_a_graded_run(tmp_path: Path) -> None:
          "--output", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     lines = [line.split("fleetgrade: ", 1)[1] for line in done.stderr.splitlines() if "INFO fleetgrade: " in line]
-    assert any(line.startswith("73 run(s) discovered: ") for line in lines), lines
-    assert "all 73 run(s) graded; writing the tables" in lines, lines
+    # Discovery counts folders (a folder of session files holds how many runs is known once read);
+    # the last progress line and the summary count the same runs, graded, dead-lettered and strays.
+    assert "discovered 73 run folder(s) and 1 folder(s) of session or trace files: 74 to read" in lines, lines
+    assert "all 73 run(s) read: 69 graded, 4 dead-lettered; 2 stray file(s) skipped; writing the tables" in lines, lines
+    assert any(line.startswith("73 run(s) discovered: 69 graded, 4 dead-lettered, 0 unchanged, 0 outside "
+                               "--since/--until; 2 stray file(s) skipped;") for line in lines), lines
+    # And the tables hold what the summary says: inputs = graded + dead-lettered, row for row.
+    def rows(table: str) -> int:
+        return sum(pq.read_metadata(part).num_rows for part in (tmp_path / "out" / table).rglob("*.parquet"))
+
+    assert (rows("runs"), rows("dead_letter")) == (69, 4)

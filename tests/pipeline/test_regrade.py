@@ -12,6 +12,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
+from graders.tables.parquet import decode_table, encode_table
 from pipeline.cli import main
 from pipeline.report.queries import collect
 from pipeline.report.scope import Selection
@@ -54,18 +55,20 @@ def graded(tmp_path_factory) -> tuple[Path, dict[str, str]]:
 
 def test_regrade_adds_observations_and_leaves_original_tables_alone(graded):
     out, before = graded
-    assert digests(out, ("observations/", "dead_letter/")) == digests_outside(before)
+    # dead_letter included: a run that cannot be prepared is the row `run` wrote, byte for byte.
+    assert digests(out, ("observations/",)) == digests_outside(before)
     con = connect(str(out))
-    rows = con.execute("SELECT count(*), count(DISTINCT (run_id, attempt)) FROM observations").fetchone()
+    rows = con.execute("SELECT count(*), count(DISTINCT (run_id, attempt)) FROM observations "
+                       "WHERE status <> 'error'").fetchone()
     assert rows == (regraded_runs(), regraded_runs())
     assert {p.parent.parent.name for p in (out / "observations").rglob("*.parquet")} == {"workflow=daily-file-diet"}
-    # Every original dead letter is still there, and the report's input accounting ignores the regrade's.
-    assert con.execute("SELECT count(*) FROM dead_letter WHERE stage = 'prepare'").fetchone()[0] == 4
+    # One row per input, as `run` left it: 4 runs that cannot be prepared, and no second copy.
+    assert con.execute("SELECT stage, count(*) FROM dead_letter GROUP BY ALL").fetchall() == [("prepare", 4)]
     assert collect(str(out), Selection()).overview["dead"] == 4
 
 
 def digests_outside(all_digests: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in all_digests.items() if not k.startswith(("observations/", "dead_letter/"))}
+    return {k: v for k, v in all_digests.items() if not k.startswith("observations/")}
 
 
 def test_same_regrade_twice_is_byte_identical(graded):
@@ -82,7 +85,7 @@ def test_another_evidence_time_adds_rows(graded, tmp_path):
     assert main(["regrade", "--input", str(FLEET), "--output", str(out), "--evidence-at", T2, *QUIET]) == 0
     con = connect(str(out))
     per_time = dict(con.execute("SELECT strftime(evidence_at, '%Y-%m-%d'), count(*) FROM observations "
-                                "GROUP BY ALL").fetchall())
+                                "WHERE status <> 'error' GROUP BY ALL").fetchall())
     assert per_time == {"2026-12-01": regraded_runs(), "2026-12-15": regraded_runs()}
     # By T2 every attainment case has matured (seven days after the run); at T1 none had.
     mature = dict(con.execute(f"SELECT strftime(evidence_at, '%Y-%m-%d'), bool_and(mature) FROM observations "
@@ -90,16 +93,30 @@ def test_another_evidence_time_adds_rows(graded, tmp_path):
     assert mature == {"2026-12-01": False, "2026-12-15": True}
 
 
-def test_tampered_run_is_a_regrade_dead_letter(graded):
+def test_a_tampered_run_is_an_error_observation(graded):
     con = connect(str(graded[0]))
-    rows = con.execute("SELECT input, run_id, error_class, message FROM dead_letter WHERE stage = 'regrade' "
-                       "AND workflow = 'daily-file-diet' AND date IS NOT NULL ORDER BY input").fetchall()
-    assert [(Path(r[0]).name, r[1]) for r in rows] == [(f"run-{TAMPERED}", TAMPERED),
-                                                        (f"run-{TAMPERED}-attempt-2", TAMPERED)]
-    assert all(r[2] == "OperationalValueError" and "evaluator digest mismatch: expected" in r[3] for r in rows)
-    assert con.execute(f"SELECT count(*) FROM observations WHERE run_id = '{TAMPERED}'").fetchone()[0] == 0
-    # Runs that cannot be prepared are this command's dead letters too.
-    assert con.execute("SELECT count(*) FROM dead_letter WHERE stage = 'regrade'").fetchone()[0] == 2 + 4
+    rows = con.execute("SELECT attempt, status, value, error, evaluator_digest, evidence_at FROM observations "
+                       f"WHERE run_id = '{TAMPERED}' ORDER BY attempt").fetchall()
+    assert [r[:3] for r in rows] == [(1, "error", None), (2, "error", None)]
+    assert all(r[3].startswith("not regraded: operational-value evaluator digest mismatch: expected ")
+               and r[3].split("expected ", 1)[1].startswith(r[4]) for r in rows)  # under the declared digest
+    assert all(r[5].isoformat() == "2026-12-01T00:00:00+00:00" for r in rows)
+    assert con.execute("SELECT count(*) FROM dead_letter WHERE stage = 'regrade'").fetchone()[0] == 0
+
+
+def test_a_regrade_removes_the_second_copies_an_older_build_wrote(graded, tmp_path):
+    """Older builds copied every unprepared run's dead letter under stage 'regrade' (4 rows became
+    10 in the demo): the next regrade drops them and adds none."""
+    out = tmp_path / "out"
+    shutil.copytree(graded[0], out)
+    for part in (out / "dead_letter").rglob("*.parquet"):
+        rows = decode_table("dead_letter", part.read_bytes())
+        part.write_bytes(encode_table("dead_letter", rows + [{**r, "stage": "regrade"} for r in rows],
+                                      part.parent.parent.name.split("=", 1)[1]))
+    assert connect(str(out)).execute("SELECT count(*) FROM dead_letter").fetchone()[0] == 8
+    assert main(["regrade", "--input", str(FLEET), "--output", str(out), "--evidence-at", T1, *QUIET]) == 0
+    assert connect(str(out)).execute("SELECT stage, count(*) FROM dead_letter GROUP BY ALL").fetchall() == [
+        ("prepare", 4)]
 
 
 def test_both_protocols(graded):
@@ -115,7 +132,7 @@ def test_both_protocols(graded):
     assert all(r[7] == 0.5 and r[8] == r[6] - 0.5 for r in numeric)
     metric_rows = con.execute(
         "SELECT metrics, evidence_cutoff, provenance FROM observations "
-        f"WHERE date <> '{ATTAINMENT_DATE}'").fetchall()
+        f"WHERE date <> '{ATTAINMENT_DATE}' AND status <> 'error'").fetchall()
     assert metric_rows and all(len(m) == 2 and c is None and p is None for m, c, p in metric_rows)
 
 
@@ -145,11 +162,11 @@ def test_one_run_json(capsys):
     assert digests(run) == before
 
 
-def test_one_run_integrity_failure_exits_1(capsys):
-    assert main(["regrade", str(DIET / f"run-{TAMPERED}"), "--evidence-at", T1, "--json"]) == 1
+def test_one_run_integrity_failure_is_an_input_mistake(capsys):
+    assert main(["regrade", str(DIET / f"run-{TAMPERED}"), "--evidence-at", T1, "--json"]) == 2
     err = capsys.readouterr().err
     assert f"run {TAMPERED} (" in err and "evaluator digest mismatch: expected" in err
-    assert main(["regrade", str(FLEET / "ci-doctor" / "run-7100403"), "--evidence-at", T1, "--json"]) == 1
+    assert main(["regrade", str(FLEET / "ci-doctor" / "run-7100403"), "--evidence-at", T1, "--json"]) == 2
     assert "no archived operational-value evaluator" in capsys.readouterr().err
     assert main(["regrade", str(DIET / "run-7100213"), "--evidence-at", "2026-12-01", "--json"]) == 2
     assert main(["regrade", "--input", str(FLEET), "--evidence-at", T1]) == 2
@@ -160,7 +177,7 @@ def test_missing_original_result_is_a_dead_letter(tmp_path, capsys):
     run = tmp_path / "run-7100320"
     shutil.copytree(DIET / "run-7100320", run)
     (run / "agent/graders/grader_results.json").unlink()
-    assert main(["regrade", str(run), "--evidence-at", T1]) == 1
+    assert main(["regrade", str(run), "--evidence-at", T1]) == 2
     assert "grader_results.json not found" in capsys.readouterr().err
 
 
@@ -174,12 +191,11 @@ def test_regrade_dofn_on_a_tiny_fleet(tmp_path):
     with local_test_pipeline() as p:
         prepared = (p | DiscoverRuns(base)
                     | beam.ParDo(PrepareForRegrade(base)).with_outputs(DEAD, main="runs"))
-        out = prepared.runs | beam.ParDo(Regrade(T1)).with_outputs(DEAD, DROPS, main=OBSERVATIONS)
-        assert_that(out[OBSERVATIONS] | "Obs" >> beam.Map(lambda r: (r["run_id"], r["status"], r["matures_at"] is None)),
-                    equal_to([("7100213", "pass", False), ("7100320", "pass", True)]), label="observations")
-        assert_that(out[DEAD] | "Dead" >> beam.Map(lambda r: (r["run_id"], r["stage"], "digest mismatch" in r["message"])),
-                    equal_to([(TAMPERED, "regrade", True)]), label="dead")
-        # The skipped ci-doctor run and both regraded runs clear any earlier regrade dead letter.
+        out = prepared.runs | beam.ParDo(Regrade(T1)).with_outputs(DROPS, main=OBSERVATIONS)
+        assert_that(out[OBSERVATIONS] | "Obs" >> beam.Map(lambda r: (r["run_id"], r["status"], r.get("matures_at") is None)),
+                    equal_to([("7100213", "pass", False), ("7100320", "pass", True), (TAMPERED, "error", True)]),
+                    label="observations")
+        # Every run clears the stage 'regrade' dead letter an older build may have written.
         assert_that(out[DROPS] | "Drops" >> beam.Map(lambda d: (d[0], d[3][1])),
-                    equal_to([("dead_letter", "regrade")] * 3), label="drops")
+                    equal_to([("dead_letter", "regrade")] * 4), label="drops")
     assert digests(fleet) == before

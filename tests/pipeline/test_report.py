@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
+from pipeline.report.queries import collect
+from pipeline.report.render import render
+from pipeline.report.scope import Selection
 from pipeline.stats_read import recompute_regressions, worst_first
 from pipeline.tables import connect
 from tests.helpers.demo import CHANGE_DATE, demo_root
@@ -225,14 +228,20 @@ def test_partial_outputs_render(tmp_path, only):
     assert bool(metrics(html, "verdict-count")) == ("trace_verdicts" in only)
 
 
-def test_workflow_names_are_literals_not_sql(synth, tmp_path):
-    html = report(synth, "--workflow", "alpha' OR true OR '", html=tmp_path / "inj.html")
+def test_workflow_names_are_literals_not_sql(synth, tmp_path, capsys):
+    name = "alpha' OR true OR '"
+    # On the command line a workflow with no rows is a usage mistake (exit 2), not an empty report.
+    assert main(["report", str(synth), "--html", str(tmp_path / "inj.html"), "--workflow", name]) == 2
+    assert "has no rows in this output; the workflows are alpha, beta, gamma" in capsys.readouterr().err
+    assert not (tmp_path / "inj.html").exists()
+    # The queries take the name as a literal: it selects nothing.
+    html = render(collect(str(synth), Selection(None, None, (name,))))
     assert not metrics(html, "pass-rate") and not metrics(html, "worst-run")
     assert "alpha&#x27; OR true OR &#x27;" in html
 
 
 def test_no_tables_is_a_clear_error(tmp_path, capsys):
-    assert main(["report", str(tmp_path)]) == 1
+    assert main(["report", str(tmp_path)]) == 2  # an input mistake: not an output
     assert "no fleetgrade tables" in capsys.readouterr().err
     assert main(["report", str(tmp_path), "--since", "yesterday"]) == 2  # one line, no SystemExit
 

@@ -68,8 +68,8 @@ def test_each_listed_run_is_graded_or_kept_and_gone_folders_keep_their_state(tmp
     now, rows = _state(tmp_path)
     todo, kept, keys = _decide(str(tmp_path), list(rows.values()), batch=1)
     assert sorted(todo, key=lambda r: r[0]) == [
-        ("wf-b/2026-05-03/77", listing_fingerprint(now["wf-b/2026-05-03/77"]), rows["changed"]),
-        ("wf-b/run-12", listing_fingerprint(now["wf-b/run-12"]), None),
+        ("wf-b/2026-05-03/77", listing_fingerprint(now["wf-b/2026-05-03/77"]), rows["changed"], []),
+        ("wf-b/run-12", listing_fingerprint(now["wf-b/run-12"]), None, []),
     ]
     assert sorted(kept, key=lambda r: r["root"]) == [rows["unchanged"], rows["gone"]]
     assert keys == [0, 1], "one key per batch, in listing order"
@@ -95,8 +95,8 @@ def test_two_stored_rows_of_one_folder_give_the_same_previous_each_time(tmp_path
 
 
 def test_batches_round_trip_every_field() -> None:
-    runs = [(f"wf/run-{i}", bytes([i % 256]) * 8, None if i % 2 else {"root": "r", "attempt": 1, "run_id": None})
-            for i in range(70)]
+    runs = [(f"wf/run-{i}", bytes([i % 256]) * 8, None if i % 2 else {"root": "r", "attempt": 1, "run_id": None},
+             [] if i % 3 else [["wf/s.jsonl", "wf", str(i), 1, {"input": "wf/s.jsonl"}]]) for i in range(70)]
     assert list(unbatch_runs((0, [batch_runs(runs[:40]), batch_runs(runs[40:])]))) == runs
 
 
@@ -105,8 +105,8 @@ def test_discover_and_decide_in_a_pipeline(tmp_path: Path) -> None:
     base = str(tmp_path)
     now = {root: listing_fingerprint(listing_digest(list_run(base, root))) for root in ROOTS}
     with local_test_pipeline() as p:
-        todo, kept = p | DiscoverAndDecide(base, str(tmp_path / "out"), PlanSet(default_plan()), default_config())
-        assert_that(todo, equal_to([(root, now[root], None) for root in ROOTS]), label="todo")
+        todo, kept, _ = p | DiscoverAndDecide(base, str(tmp_path / "out"), PlanSet(default_plan()), default_config())
+        assert_that(todo, equal_to([(root, now[root], None, []) for root in ROOTS]), label="todo")
         assert_that(kept, equal_to([]), label="kept")
 
 

@@ -53,7 +53,7 @@ def test_identical_copies_are_graded_once_and_differing_ones_not_at_all(tmp_path
     roots = ["ci-doctor/run-7100403", "downloads-a/run-7100403", "ci-doctor/run-7100435",
              "downloads-b/run-7100435", "ci-doctor/run-7100470"]
     previous = {"root": f"{base}/downloads-a/run-7100403", "outcome": "graded"}
-    todo = [(r, b"\0" * 8, previous if r.startswith("downloads-a") else None) for r in roots]
+    todo = [(r, b"\0" * 8, previous if r.startswith("downloads-a") else None, []) for r in roots]
 
     def dead(row: dict[str, Any]) -> tuple[str, str, str, str | None, str | None]:
         named = [r for r in roots if f"{base}/{r}" in row["message"]]
@@ -62,7 +62,7 @@ def test_identical_copies_are_graded_once_and_differing_ones_not_at_all(tmp_path
 
     with local_test_pipeline() as p:
         out = (p | "Runs" >> beam.Create(todo), p | "Kept" >> beam.Create([])) | ResolveDuplicates(base)
-        assert_that(out.runs | "Roots" >> beam.Map(lambda run: run[0]),
+        assert_that(out["runs"] | "Roots" >> beam.Map(lambda run: run[0]),
                     equal_to(["ci-doctor/run-7100403", "ci-doctor/run-7100470"]), label="graded")
         assert_that(out[DEAD] | "Dead" >> beam.Map(dead), equal_to([
             ("downloads-a/run-7100403", STAGE, "DuplicateRun", "ci-doctor",
@@ -95,11 +95,11 @@ def test_a_new_folder_meets_the_folders_earlier_jobs_graded(tmp_path: Path) -> N
               kept("ci-doctor/run-7100435", "7100435"),  # unchanged; a different copy is new
               kept("moved-away/run-7100470", "7100470"),  # gone: its run was moved to a new folder
               {"root": f"{base}/x", "outcome": "dead", "workflow": None, "run_id": None, "attempt": None}]
-    todo = [(r, b"\0" * 8, None) for r in ("downloads-a/run-7100403", "downloads-b/run-7100435",
+    todo = [(r, b"\0" * 8, None, []) for r in ("downloads-a/run-7100403", "downloads-b/run-7100435",
                                            "ci-doctor/run-7100470")]
     with local_test_pipeline() as p:
         out = (p | "Runs" >> beam.Create(todo), p | "Kept" >> beam.Create(states)) | ResolveDuplicates(base)
-        assert_that(out.runs | "Roots" >> beam.Map(lambda run: run[0]), equal_to(["ci-doctor/run-7100470"]),
+        assert_that(out["runs"] | "Roots" >> beam.Map(lambda run: run[0]), equal_to(["ci-doctor/run-7100470"]),
                     label="graded")
         assert_that(out[DEAD] | "Dead" >> beam.Map(lambda r: (r["input"].removeprefix(base + "/"), r["error_class"],
                                                                f"{base}/ci-doctor/" in r["message"])),

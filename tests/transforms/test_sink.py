@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 from unittest.mock import patch
 
 from graders.tables.paths import PART_NAME
@@ -38,7 +40,8 @@ def test_commit_moves_staged_files_drops_older_writers_files_and_lists_each_tabl
         committed = commit(None, actions, str(out), str(staging), ["runs", "grader_results"])
 
     assert sorted(committed) == sorted(rel for _, rel in actions)
-    assert sorted(listed) == sorted([str(out / "grader_results"), str(out / "runs"), str(staging)])
+    # One listing per table; a local staging folder is removed without one (delete_tree).
+    assert sorted(listed) == sorted([str(out / "grader_results"), str(out / "runs")])
     assert _files(out) == {*writes, untouched}
     for rel in writes:
         assert (out / rel).read_bytes() == b"new " + rel.encode()
@@ -60,3 +63,21 @@ def test_a_commit_whose_staging_is_gone_moves_nothing(tmp_path: Path) -> None:
     else:
         raise AssertionError("committed without its staged file")
     assert _files(out) == {f"{STAGING}/job/{present}"}
+
+
+def test_a_job_s_staging_is_removed_while_the_lock_heartbeat_writes_its_owner_record(tmp_path: Path) -> None:
+    # The heartbeat rewrites _staging/<job>/_owner… every beat; a beat landing inside the commit's
+    # removal made rmtree fail (ENOTEMPTY) after every partition had moved: exit 1, a traceback.
+    staging = tmp_path / STAGING / "job"
+    (staging / "_shards").mkdir(parents=True)
+    (staging / "_shards" / "grader_stats-0").write_bytes(b"x")
+    real_rmdir = os.rmdir
+
+    def rmdir(path: Any, *args: Any, **kwargs: Any) -> None:
+        if os.fspath(path) == str(staging):
+            (staging / "owner").write_bytes(b"beat")  # the beat, between rmtree's listing and its rmdir
+        real_rmdir(path, *args, **kwargs)
+
+    with patch("os.rmdir", rmdir):
+        sink.delete_tree(str(staging))
+    assert not (staging / "_shards").exists()

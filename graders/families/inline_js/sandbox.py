@@ -52,12 +52,18 @@ PARAMS: Final = "trace, run, workflow, config, helpers, Math"
 _ERROR_LINE: Final = re.compile(r"^(?:[A-Za-z]*Error|Uncaught [A-Za-z]*Error): (.*)$", re.M)
 
 
+_TIMEOUTS: Final = ("Script execution timed out after ", "script worker timed out after ")
+
+
 class JsGraderError(RuntimeError):
     """A failed evaluation; the engine reports it as ``grader <id> runtime error: <message>``."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.js_message = message  # kept verbatim, even when empty (``throw new Error("")``)
+        # A time limit fired (gh-aw's texts, also when the helper process reports it): the
+        # engine's TimeoutBreaker counts these.
+        self.timed_out = message.startswith(_TIMEOUTS)
 
 
 def _is_limit(exc: BaseException | None) -> bool:

@@ -28,10 +28,12 @@ import orjson
 from graders.families.opvalue.errors import OperationalValueError, SandboxUnavailableError
 from graders.families.opvalue.executor import encode_request
 from graders.families.opvalue.freeze import (
+    MANIFEST_FILENAME,
     RESULTS_FILENAME,
     ArchivedEvaluator,
     load_run_archive,
     read_archive_json,
+    select_manifest_entry,
 )
 from graders.families.opvalue.output import Attainment, parse_output, parse_timestamp, raw_result
 from graders.families.opvalue.request import RunSubject, build_regrade_request, normalized_attempt
@@ -139,6 +141,34 @@ class RegradeRun:
 def observation_key(record: dict[str, Any]) -> tuple[str, str, datetime]:
     """An observation's identity: (run id, evaluator digest, evidence-at)."""
     return record["run_id"], record["evaluator_digest"], record["evidence_at"]
+
+
+def declared_digest(run: RegradeRun) -> str:
+    """The evaluator digest the run's manifest declares ("" when it cannot be read)."""
+    try:
+        digest = select_manifest_entry(read_archive_json(run.files, MANIFEST_FILENAME, "grader manifest")[1]).get("digest")
+    except OperationalValueError:
+        return ""
+    return digest if isinstance(digest, str) else ""
+
+
+def error_observation(run: RegradeRun, evidence_at: str, error: BaseException) -> dict[str, Any]:
+    """A regrade that could not run the evaluator (its archive does not verify, the original result
+    is missing): an ``error`` observation saying why, under the digest the run declares. Nothing
+    was measured: value and the attainment columns are null."""
+    return {
+        "workflow": run.workflow,
+        "date": run.date,
+        "run_id": run.subject.run_id,
+        "attempt": int(normalized_attempt(run.subject.attempt)),
+        "evaluator_digest": declared_digest(run),
+        "evidence_at": parse_timestamp(evidence_at, "evidence-at"),
+        "value": None,
+        "status": "error",
+        "message": None,
+        "error": f"not regraded: {error}",
+        "fleetgrade_version": FLEETGRADE_VERSION,
+    }
 
 
 def regrade(

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from graders.families.trace_rules.verdicts import GradeReport
+from graders.runs.console import printable
 
 RULE = "─" * 60
 MARKS = {"clean-pass": "PASS", "pass-with-warnings": "WARN", "corrupt-success": "CORRUPT", "fail": "FAIL"}
@@ -25,24 +26,26 @@ def _num(x: float | None) -> str:
 
 
 def render(report: GradeReport, max_k: int | None = None) -> str:
+    """The reference's text report; what a run's files said (tasks, run ids, tool names in the
+    flags) shown with control characters escaped (graders/runs/console.py), one line each."""
     out = ["TraceGrader report", RULE]
     for r in report.runs:
         out.append(
-            f"[{MARKS[r.verdict]:7}] {r.task} / {r.run_id}  "
+            f"[{MARKS[r.verdict]:7}] {printable(r.task)} / {printable(str(r.run_id))}  "
             f"(delivered={r.delivered}, steps={r.step_count}, flags={len(r.flags)})"
         )
-        out.extend(f"            - {f.severity:6} {f.check}: {f.detail}" for f in r.flags)
+        out.extend(f"            - {f.severity:6} {f.check}: {printable(f.detail)}" for f in r.flags)
     out += [RULE, "pass^k (repeatability — ALL k runs must deliver):"]
     for task, pk in report.pass_k().items():
         gate = "pass" if pk["pass_hat_k"] else "FAIL"
-        out.append(f"    {task}: pass^{pk['k']} = {gate}  ({pk['n_success']}/{pk['k']} runs delivered)")
+        out.append(f"    {printable(task)}: pass^{pk['k']} = {gate}  ({pk['n_success']}/{pk['k']} runs delivered)")
     if max_k is not None:
         out.append(f"pass^k / pass@k estimates, k = 1..{max_k} (unbiased; n/a when k > runs):")
         for task, row in report.tasks.rows(max_k).items():
             cells = " | ".join(
                 f"k={e['k']} pass^k={_num(e['pass_hat_k'])} pass@k={_num(e['pass_at_k'])}" for e in row["pass_k"]
             )
-            out.append(f"    {task}: n={row['n']} c={row['c']} | {cells}")
+            out.append(f"    {printable(task)}: n={row['n']} c={row['c']} | {cells}")
     s = report.summary()
     v = s["verdicts"]
     out += [
