@@ -344,6 +344,7 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
     for action, rel in [] if remote else ordered:
         dst = join(output, rel)
         if action == "write":
+            fault.tick()  # before each commit operation (a kept partition is none: cost_outliers keeps many)
             src = join(staging, rel)
             folder = _parent(dst)
             if folder not in folders:  # a new partition
@@ -357,10 +358,10 @@ def commit(_: Any, actions: list[Action], output: str, staging: str, tables: lis
                 FileSystems.delete(stale)
             committed.append(rel)
         elif action == "delete" and FileSystems.exists(dst):
+            fault.tick()
             FileSystems.delete([dst])
             _remove_empty_dirs(_parent(dst), output)
             committed.append(rel)
-        fault.tick()
     delete_files(unproduced)
     for path in unproduced:
         _remove_empty_dirs(_parent(path), output)
