@@ -4,9 +4,10 @@ through its client (transforms/gcs.py), any other Beam filesystem through ``File
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -18,7 +19,7 @@ from transforms.gcs import GcsObjects, gcs_delete, gcs_move, gcs_write, use_emul
 # Workers import this module when they unpickle a DoFn, so the hook reaches every process.
 use_emulator_if_configured()
 
-__all__ = ["beam_run_files", "delete_file", "delete_files", "join", "pool", "read_if_exists", "reader_for", "rename_files",
+__all__ = ["beam_run_files", "delete_file", "delete_files", "join", "map_ahead", "pool", "read_if_exists", "reader_for", "remote", "rename_files",
            "scheme", "store_for", "write_file"]
 
 
@@ -73,6 +74,11 @@ def store_for(base: str) -> ObjectStore | None:
         return _stores[kind]
 
 
+def remote(base: str) -> bool:
+    """Whether ``base`` is on an object store (each request a round trip worth overlapping)."""
+    return store_for(base) is not None
+
+
 def reader_for(base: str) -> RunReader | None:
     """The process's reader of ``base``'s store (its pool of fetch threads); None when local."""
     store = store_for(base)
@@ -101,6 +107,31 @@ def beam_run_files(root: str, listing: Iterable[tuple[Any, ...]]) -> RunFiles:
     (``open_regular``); an object store has neither links nor special files.
     """
     return run_files(root, listing, reader_for(root))
+
+
+# Reads run concurrently ahead of the one a loop is at (``map_ahead``), on an object store.
+READS_AHEAD = 8
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def map_ahead(read: Callable[[T], R], items: Iterable[T], remote: bool, ahead: int = READS_AHEAD
+              ) -> Iterator[tuple[T, R]]:
+    """(item, ``read(item)``) of each item, in order; when ``remote`` (an object store) the next
+    ``ahead`` reads run concurrently, so a loop over stored partitions waits on one round trip at
+    a time at most (at most ``ahead`` + 1 results are held)."""
+    if not remote:
+        yield from ((item, read(item)) for item in items)
+        return
+    held: deque[tuple[T, Future[R]]] = deque()
+    for item in items:
+        held.append((item, pool().submit(read, item)))
+        if len(held) > ahead:
+            first, work = held.popleft()
+            yield first, work.result()
+    while held:
+        first, work = held.popleft()
+        yield first, work.result()
 
 
 def write_file(path: str, data: bytes) -> None:

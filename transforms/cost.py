@@ -16,6 +16,7 @@ import apache_beam as beam
 
 from graders.stats.outliers import DEFAULT_DAYS, DEFAULT_FACTOR, Spend, outlier_rows, plan, spend_of
 from schemas.version import FLEETGRADE_VERSION
+from transforms.beamfiles import map_ahead, remote
 from transforms.incremental import read_table_rows, stored_rows
 from transforms.stats import stored_partitions
 
@@ -49,18 +50,18 @@ def _plan(_: Any, touched: list[Partition], dropped: list[tuple[str, tuple[str, 
 def _stored(plans: dict[str, dict[str, list[str]]], output: str) -> Iterator[tuple[str, tuple[str, Any]]]:
     """The spend of the stored runs of the partitions the plan reads (the replaced and dropped ones
     are set aside downstream, where this job's runs of the workflow are)."""
-    for wf, p in sorted(plans.items()):
-        for date in p["read"]:
-            for row in stored_rows(output, "runs", wf, date) or []:  # None: damaged, named (a warning)
-                yield wf, ("stored", spend_of({**row, "workflow": wf, "date": date}))
+    parts = [(wf, date) for wf, p in sorted(plans.items()) for date in p["read"]]
+    for (wf, date), rows in map_ahead(lambda part: stored_rows(output, "runs", *part), parts, remote(output)):
+        for row in rows or []:  # None: damaged, named (a warning)
+            yield wf, ("stored", spend_of({**row, "workflow": wf, "date": date}))
 
 
 def _stale(plans: dict[str, dict[str, list[str]]], output: str) -> Iterator[tuple[str, str, str, tuple[Any, ...]]]:
     """Drops for every stored row of the partitions being recomputed: each is rewritten whole."""
-    for wf, p in sorted(plans.items()):
-        for date in p["dates"]:
-            for row in stored_rows(output, TABLE, wf, date) or []:
-                yield TABLE, wf, date, (row["run_id"], row["attempt"])
+    parts = [(wf, date) for wf, p in sorted(plans.items()) for date in p["dates"]]
+    for (wf, date), rows in map_ahead(lambda part: stored_rows(output, TABLE, *part), parts, remote(output)):
+        for row in rows or []:
+            yield TABLE, wf, date, (row["run_id"], row["attempt"])
 
 
 class _Outliers(beam.DoFn):

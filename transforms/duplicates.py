@@ -328,23 +328,41 @@ class PrepareOwned(beam.DoFn):
 
     def setup(self) -> None:
         self.prepare.setup()
+        # Claims lost by the bundle's folders, by (root, identity): on an object store
+        # ``PrepareRun`` gives a run's outputs while later runs are fetched (transforms/ahead.py),
+        # so an output is matched to its own folder's claims, not the element being processed.
+        self._claims: dict[tuple[Any, ...], Any] = {}
 
-    def finish_bundle(self) -> None:
-        self.prepare.finish_bundle()
-
-    def process(self, element: Any) -> Iterator[Any]:
-        claims = {tuple(c[:4]): c[4] for c in element[3]} if len(element) > 3 else {}
-        for out in self.prepare.process(cast(RunToRead, element)):
-            row = None
-            if claims and isinstance(out, PreparedRun):
-                m = out.meta
-                row = claims.get((m.root, m.workflow, m.run_id, m.attempt))
-            if row is None:
-                yield out
+    def finish_bundle(self) -> Any:
+        out = []
+        for held in self.prepare.finish_bundle() or []:  # windowed values of the runs held ahead
+            if isinstance(held, beam.pvalue.TaggedOutput):
+                out.append(held)
                 continue
-            self.prepared.inc(-1)  # counted as prepared: it is a dead letter instead
-            self.dead.inc()
-            self.prepare._tally.add(DEAD_LETTERED)  # the progress line's count too
-            self.duplicates.inc()
-            yield beam.pvalue.TaggedOutput(DEAD, row)
-            yield beam.pvalue.TaggedOutput(DEAD_STATE, (row, out.listing_digest, out.previous))
+            out += [windowed(o, held.timestamp, held.windows[0]) for o in self._owned(held.value)]
+        self._claims.clear()
+        return out or None
+
+    def process(self, element: Any, timestamp: Any = beam.DoFn.TimestampParam,
+                window: Any = beam.DoFn.WindowParam) -> Iterator[Any]:
+        if len(element) > 3:
+            self._claims.update({tuple(c[:4]): c[4] for c in element[3]})
+        for out in self.prepare.process(cast(RunToRead, element), timestamp, window):
+            yield from self._owned(out)
+
+    def _owned(self, out: Any) -> Iterator[Any]:
+        """An output of ``PrepareRun``; a prepared session whose identity another input holds → its
+        dead letter and state instead."""
+        row = None
+        if self._claims and isinstance(out, PreparedRun):
+            m = out.meta
+            row = self._claims.get((m.root, m.workflow, m.run_id, m.attempt))
+        if row is None:
+            yield out
+            return
+        self.prepared.inc(-1)  # counted as prepared: it is a dead letter instead
+        self.dead.inc()
+        self.prepare._tally.add(DEAD_LETTERED)  # the progress line's count too
+        self.duplicates.inc()
+        yield beam.pvalue.TaggedOutput(DEAD, row)
+        yield beam.pvalue.TaggedOutput(DEAD_STATE, (row, out.listing_digest, out.previous))

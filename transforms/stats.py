@@ -50,7 +50,8 @@ from graders.stats.cells import (
 from graders.stats.series import SeriesJob
 from graders.tables.paths import partition_glob, partition_values
 from schemas.version import FLEETGRADE_VERSION
-from transforms.beamfiles import join, read_if_exists
+from transforms.ahead import Ahead, windowed
+from transforms.beamfiles import READS_AHEAD, join, map_ahead, pool, read_if_exists, remote
 from transforms.combine import CombineInBundle, in_global_window
 from transforms.incremental import read_table_rows, stored_rows
 
@@ -188,16 +189,37 @@ class _StoredCells(beam.DoFn):
     def __init__(self, output: str) -> None:
         self.output = output
 
-    def process(self, kv: tuple[Partition, Iterable[tuple[str, Any]]]) -> Iterator[Any]:
+    def setup(self) -> None:
+        # On gs:// the next partitions' files are read while one is decoded (transforms/ahead.py).
+        self._ahead: Ahead[tuple[Partition, Iterable[tuple[str, Any]]]] = Ahead(
+            READS_AHEAD if remote(self.output) else 0, self._start)
+
+    def _start(self, kv: tuple[Partition, Iterable[tuple[str, Any]]]) -> Any:
+        return pool().submit(self._read, kv[0]) if self._ahead.depth else None
+
+    def _read(self, part: Partition) -> list[list[dict[str, Any]] | None]:
+        return [stored_rows(self.output, table, *part) for table in STATS_TABLES]
+
+    def process(self, kv: tuple[Partition, Iterable[tuple[str, Any]]], timestamp: Any = beam.DoFn.TimestampParam,
+                window: Any = beam.DoFn.WindowParam) -> Iterator[Any]:
+        for ready, work in self._ahead.push(kv, timestamp, window):
+            yield from self._cells(ready, work)
+
+    def finish_bundle(self) -> Any:
+        return [windowed(out, ts, window) for kv, work, ts, window in self._ahead.drain()
+                for out in self._cells(kv, work)] or None
+
+    def _cells(self, kv: tuple[Partition, Iterable[tuple[str, Any]]], work: Any) -> Iterator[Any]:
         (wf, date), items = kv
         gone: set[tuple[Any, ...]] = set()
         for tag, payload in items:
             if tag == "x":
                 gone |= payload
         rows: dict[str, list[dict[str, Any]]] = {}
-        for table in STATS_TABLES:
-            stored = stored_rows(self.output, table, wf, date) or []  # None: damaged, named (a warning)
-            rows[table] = [r for r in stored if (r.get("run_id"), r.get("attempt")) not in gone]
+        stored_tables = work.result() if work is not None else self._read((wf, date))
+        for table, stored in zip(STATS_TABLES, stored_tables, strict=True):
+            # None: damaged, named (a warning)
+            rows[table] = [r for r in stored or [] if (r.get("run_id"), r.get("attempt")) not in gone]
         cells: dict[str, CellAcc] = {}
         for grader, obs in partition_observations(wf, rows["grader_results"], rows["trace_verdicts"]):
             cells.setdefault(grader, CellAcc()).add(obs)
@@ -214,10 +236,10 @@ def _keyed_requests(plans: dict[str, dict[str, Any]]) -> Iterator[tuple[Partitio
 def _stale_stats(plans: dict[str, dict[str, Any]], output: str) -> Iterator[tuple[str, str, str, tuple[Any, ...]]]:
     """Drops for every stored ``grader_stats`` row of the partitions being recomputed: each is
     rewritten whole (a grader gone from a window, or a date left without runs, leaves no row)."""
-    for wf, p in sorted(plans.items()):
-        for end in p["ends"]:
-            for row in stored_rows(output, "grader_stats", wf, end) or []:
-                yield "grader_stats", wf, end, (row["grader_id"], row["window_days"])
+    parts = [(wf, end) for wf, p in sorted(plans.items()) for end in p["ends"]]
+    for (wf, end), rows in map_ahead(lambda part: stored_rows(output, "grader_stats", *part), parts, remote(output)):
+        for row in rows or []:
+            yield "grader_stats", wf, end, (row["grader_id"], row["window_days"])
 
 
 class _SeriesRows(beam.DoFn):
