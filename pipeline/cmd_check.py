@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 
 from graders.stats.cells import DEFAULT_BASELINE, DEFAULT_FDR, DEFAULT_WINDOW, MIN_RUNS, verdict
-from pipeline.console import shown_rows
+from pipeline.console import json_text, shown_rows
 from pipeline.errors import UsageError, closest, literal_path, one_line
 from pipeline.options import days
 from pipeline.stats_read import (
@@ -185,13 +185,11 @@ def handle(args: argparse.Namespace) -> int:
                                                                 "insufficient-data")}
     tested = len(rows) - counts["insufficient-data"]
     if args.json:
-        import orjson
-
         doc = {"fdr": args.fdr, "min_effect": args.min_effect, "window": args.window, "baseline": args.baseline,
                "regressed": counts["regressed"], "tested": tested, "untested": counts["insufficient-data"],
                "never_graded": [{"workflow": r["workflow"], "grader_id": r["grader_id"]} for r in never],
                "rows": rows}
-        sys.stdout.write(orjson.dumps(doc, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(json_text(doc))
     elif tested or args.allow_untested:
         print(_table(shown_rows(rows)))  # names from artifacts, escaped
         print(f"\n{len(rows)} cell(s): " + ", ".join(f"{n} {v}" for v, n in counts.items())

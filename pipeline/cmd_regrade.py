@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from graders.runs.console import printable
+from pipeline.console import json_text
 from pipeline.errors import Failure, UsageError
 from pipeline.options import add_allow_empty_argument, add_runner_arguments
 from transforms.heap import relax_young_collections
@@ -68,8 +69,6 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def regrade_one(root: Path, evidence_at: str, as_json: bool, allow_unsandboxed: bool) -> int:
-    import orjson
-
     from graders.families.opvalue.errors import OperationalValueError, SandboxUnavailableError
     from graders.families.opvalue.regrade import regrade
     from graders.families.opvalue.sandbox import SandboxOptions
@@ -95,7 +94,7 @@ def regrade_one(root: Path, evidence_at: str, as_json: bool, allow_unsandboxed: 
         return _fail(f"{where}: {exc}")
     doc = observation_json(row)
     if as_json:
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(json_text(doc))
     else:
         print(printable(f"run {doc['run_id']} at {doc['evidence_at']}: {doc['status']}, value {doc['value']}"))
     return 0

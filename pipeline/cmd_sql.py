@@ -8,7 +8,8 @@ import io
 import sys
 from typing import TYPE_CHECKING
 
-from pipeline.console import printable_lines
+from graders.runs.console import printable
+from pipeline.console import json_text, printable_lines
 from pipeline.errors import UsageError, literal_path
 from pipeline.interrupts import interruptible
 
@@ -55,11 +56,8 @@ def _answer(con: duckdb.DuckDBPyConnection, query: str, fmt: str) -> None:
     elif fmt == "csv":
         _csv(rel)
     else:
-        import orjson
-
         cols = rel.columns
-        rows = [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
-        sys.stdout.write(orjson.dumps(rows, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(json_text([dict(zip(cols, r, strict=True)) for r in rel.fetchall()]))
 
 
 def _table(rel: duckdb.DuckDBPyRelation) -> None:
@@ -75,4 +73,7 @@ def _csv(rel: duckdb.DuckDBPyRelation) -> None:
 
     writer = csv.writer(sys.stdout)
     writer.writerow(rel.columns)
-    writer.writerows(rel.fetchall())
+    rows = rel.fetchall()
+    if sys.stdout.isatty():  # a terminal shows the text escaped; a file or a pipe gets it as stored
+        rows = [tuple(printable(v) if isinstance(v, str) else v for v in row) for row in rows]
+    writer.writerows(rows)

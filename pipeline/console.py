@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from graders.runs.console import printable
+from graders.runs.console import printable, printable_json
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -65,6 +65,14 @@ def command_logging() -> Iterator[None]:
 def printable_lines(text: str) -> str:
     """Text laid out in lines by our own code (a rendered table), each line escaped."""
     return "\n".join(printable(line) for line in text.split("\n"))
+
+
+def json_text(doc: Any) -> str:
+    """``doc`` as the indented JSON a command prints (``sql``, ``check --json``, ``regrade --json``),
+    nothing in it a terminal obeys and every value as stored."""
+    import orjson
+
+    return printable_json(orjson.dumps(doc, default=str, option=orjson.OPT_INDENT_2).decode()) + "\n"
 
 
 def shown_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

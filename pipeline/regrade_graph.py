@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
+from graders.prepare import PreparedRun
 from transforms.discover import DiscoverRuns
 from transforms.prepare import DEAD
 from transforms.regrade import DROPS, OBSERVATIONS, PrepareForRegrade, Regrade, older_regrade_dead_letter
@@ -25,7 +26,10 @@ def build(
 ) -> beam.PCollection:
     """Adds the whole graph to ``p``; returns the committed partition paths."""
     listings = p | "Discover" >> DiscoverRuns(input_base)
-    prepared = listings | "Prepare" >> beam.ParDo(PrepareForRegrade(input_base)).with_outputs(DEAD, main="runs")
+    # Typed, so Beam sizes a prepared run by its coder's estimate instead of pickling it (a trace
+    # nested 600 deep is past pickle's recursion limit): the run graph's Prepare is typed alike.
+    prepared = listings | "Prepare" >> beam.ParDo(PrepareForRegrade(input_base)).with_output_types(
+        tuple[PreparedRun, list[tuple[str, int]]]).with_outputs(DEAD, main="runs")
     regraded = prepared.runs | "Regrade" >> beam.ParDo(Regrade(evidence_at, allow_unsandboxed)).with_outputs(
         DROPS, main=OBSERVATIONS
     )

@@ -51,7 +51,10 @@ DEAD_40: dict[str, str] = {
     f"wf{ESC}/run-61": "the workflow folder holds the control character '\\x1b'",
     "wf-sess/esc.jsonl": "run id holds the control character '\\x1b'",
 }
-GRADED_40 = ("wf-bidi/run-63", "wf-tool/run-64")
+GRADED_40 = ("wf-bidi/run-63", "wf-tool/run-64", "wf-huge/run-70")
+# The statistics' boundary: a grader value near the float maximum, beside an ordinary run of its workflow.
+HUGE = "statistics: execution-duration: value 1.7e+308 is beyond ±1e+100"
+WARNED_40: dict[str, str] = {"wf-huge/run-71": HUGE}
 
 
 def _run(folder: Path, info: dict[str, object] | None, output: str | None = '{"items": []}') -> Path:
@@ -155,3 +158,9 @@ def _issue_40(fleet: Path) -> None:
     (fleet / "wf-tool/run-64/mcp-logs").mkdir()
     (fleet / "wf-tool/run-64/mcp-logs/gateway.jsonl").write_text(
         json.dumps({"type": "tool_call", "tool_name": f"evil{ESC}", "status": "error", "error": f"x{ESC}"}) + "\n")
+    for run_id, ms in ((70, 1000), (71, 1.7e308)):  # execution-duration, in ms
+        usage = _run(fleet / f"wf-huge/run-{run_id}", _info(run_id)) / "sandbox/firewall/logs/api-proxy-logs"
+        usage.mkdir(parents=True)
+        (usage / "token-usage.jsonl").write_text(json.dumps(
+            {"timestamp": "2026-05-01T10:00:01Z", "event": "token_usage", "request_id": f"r{run_id}", "model": "gpt-5",
+             "provider": "copilot", "input_tokens": 10, "output_tokens": 5, "duration_ms": ms}) + "\n")

@@ -23,18 +23,21 @@ from tests.helpers.hostile_fleet import (
     CJK_WORKFLOW,
     DEAD,
     DEAD_40,
+    ESC,
+    FORGED,
     GOOD,
     GRADED,
     GRADED_40,
     NULL_WORKFLOW,
     SECRET,
     WARNED,
+    WARNED_40,
     make_hostile_fleet,
     remove_nest,
 )
 
 ALL_DEAD = {**DEAD, **DEAD_40, **numbers.DEAD}
-ALL_WARNED = {**WARNED, **numbers.WARNED}
+ALL_WARNED = {**WARNED, **WARNED_40, **numbers.WARNED}
 ALL_GRADED = (*GRADED, *GRADED_40, *numbers.GRADED)
 SUMMARY = re.compile(r"(\d+) run\(s\) discovered: (\d+) graded, (\d+) dead-lettered, (\d+) unchanged, (\d+) outside")
 RAW = tuple(chr(c) for c in (*range(0x20), 0x7F, 0x9B, 0x202E) if c != 0x0A)  # a line's own newline aside
@@ -92,6 +95,19 @@ def test_hostile_data_is_a_warning_of_its_run(graded):
     assert statuses[0] > 0 and statuses[1] == 2
 
 
+def test_a_value_at_the_edge_of_its_type_stays_out_of_the_statistics_alone(graded):
+    """The statistics and state stages take a run's values through the per-run boundary: the
+    run is warned and left out, its workflow's other run keeps its statistics, every graded
+    (workflow, date) has its grader_stats, and the job (and its rerun, below) succeeds."""
+    _, out, _ = graded
+    con = connect(str(out))
+    stats = con.execute("SELECT n, n_unavailable, mean FROM grader_stats WHERE workflow = 'wf-huge' AND "
+                        "grader_id = 'execution-duration' ORDER BY window_days").fetchall()
+    assert stats and all(row == (1, 1, 1000.0) for row in stats), stats
+    graded_parts = set(con.execute("SELECT DISTINCT workflow, date FROM grader_results").fetchall())
+    assert set(con.execute("SELECT DISTINCT workflow, date FROM grader_stats").fetchall()) == graded_parts
+
+
 def test_names_read_back_as_written(graded):
     _, out, _ = graded
     con = connect(str(out))
@@ -116,6 +132,42 @@ def test_nothing_from_the_fleet_reaches_the_terminal_raw(graded):
     assert con.execute("SELECT count(*) FROM runs WHERE workflow = ?", [BIDI_WORKFLOW]).fetchone()[0] == 1
     assert con.execute("SELECT count(*) FROM dead_letter WHERE contains(input, chr(27))").fetchone()[0] == 1
     assert con.execute("SELECT count(*) FROM dead_letter WHERE contains(message, chr(10))").fetchone()[0] == 1
+
+
+def _raw_lines(text: str) -> list[str]:
+    """Lines holding a control character from the fleet, or forged by a newline in a name."""
+    return [line for line in text.splitlines() if any(c in line for c in RAW) or line.startswith(FORGED[:10])]
+
+
+def test_no_command_shows_the_fleet_raw(graded, tmp_path):
+    """Every command that prints what the fleet or its output holds (the tables in each format,
+    the gate, the report, single-run grading, trace, regrade) escapes it, and none ends in a
+    traceback: the hostile runs are the same for each."""
+    fleet, out, _ = graded
+    query = "SELECT input, message FROM dead_letter UNION ALL SELECT root, workflow FROM runs ORDER BY 1"
+    shown = {
+        "sql": _run("sql", str(out), query),
+        "sql json": _run("sql", str(out), query, "--format", "json"),
+        "check": _run("check", str(out), "--allow-untested"),
+        "check json": _run("check", str(out), "--allow-untested", "--json"),
+        "report": _run("report", str(out), "--html", str(tmp_path / "report.html")),
+        "grade": _run("grade", str(fleet / "wf-esc/run-60"), "--out", str(tmp_path / "one")),
+        "trace": _run("trace", "--input", str(fleet / "wf-sess/esc.jsonl")),
+        "regrade": _run("regrade", "--evidence-at", "2026-06-01T00:00:00Z", "--input", str(fleet), "--output",
+                        str(tmp_path / "regraded"), "--log-level", "INFO"),
+    }
+    for name, done in shown.items():
+        text = done.stdout + done.stderr
+        assert "Traceback" not in text, (name, text[-3000:])
+        assert _raw_lines(text) == [], (name, _raw_lines(text)[:3])
+    assert shown["regrade"].returncode == 0 and shown["check"].returncode == 0
+    assert "notes\\e]0;pwned" in shown["sql"].stdout and "x\\n2026-01-01" in shown["sql"].stdout  # DuckDB's box
+    rows = json.loads(shown["sql json"].stdout)  # JSON escapes them; the values read back as stored
+    assert BIDI_WORKFLOW in {r["message"] for r in rows}
+    assert any(f"notes{ESC}.txt" in r["message"] for r in rows)
+    assert "abc\\u202edef" in shown["check"].stdout
+    assert BIDI_WORKFLOW in {r["workflow"] for r in json.loads(shown["check json"].stdout)["rows"]}
+    assert "\\x1b]0;pwned" in shown["grade"].stderr and "\\x1b]0;pwned" in shown["trace"].stdout
 
 
 def test_a_run_is_graded_or_dead_lettered_and_the_counts_agree_with_the_tables(graded):
@@ -143,6 +195,7 @@ def test_an_unchanged_rerun_changes_nothing(graded):
     before = _file_bytes(out)
     done = _run("run", "--input", str(fleet), "--output", str(out), "--log-level", "INFO")
     assert done.returncode == 0, done.stderr[-2000:]
+    assert _raw_lines(done.stderr) == []
     assert _file_bytes(out) == before
     # Counted as the first job counted them: the identity stage's dead letters decided again, the rest unchanged.
     found, was = SUMMARY.search(done.stderr), SUMMARY.search(first.stderr)

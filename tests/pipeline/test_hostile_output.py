@@ -15,6 +15,7 @@ and rebuilt, paths are literal, and nothing an artifact holds reaches a terminal
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -241,6 +242,25 @@ def test_sql_and_check_show_names_escaped(hostile_names):
     assert check.returncode == 0, check.stderr
     no_raw(check.stdout + check.stderr)
     assert "abc\\u202edef" in check.stdout
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_csv_is_escaped_on_a_terminal_and_as_stored_in_a_pipe(hostile_names, monkeypatch):
+    from pipeline.cli import main
+
+    _, out, _ = hostile_names
+    shown = {}
+    for stream in (io.StringIO(), _Terminal()):
+        monkeypatch.setattr(sys, "stdout", stream)
+        assert main(["sql", str(out), "SELECT DISTINCT workflow FROM runs ORDER BY 1", "--format", "csv"]) == 0
+        shown[stream.isatty()] = stream.getvalue()
+    no_raw(shown[True])
+    assert "abc\\u202edef" in shown[True]
+    assert "abc\u202edef" in shown[False]  # a file or a pipe gets the data itself
 
 
 def test_trace_shows_session_ids_and_tool_names_escaped(tmp_path):

@@ -139,7 +139,8 @@ def test_byte_identical_session_copies_are_graded_once(tmp_path):
 
 def test_sessions_are_keyed_by_their_own_file(tmp_path):
     """An unchanged rerun of a folder of sessions grades nothing and changes no file; a changed
-    file regrades the folder, and a session gone from it takes its rows along."""
+    file regrades the folder, a session gone from it takes its rows along, and the folder is
+    unchanged again on the next job; a file removed keeps its rows, as a removed run folder does."""
     fleet, out = tmp_path / "fleet", tmp_path / "out"
     hook_log(fleet / "team" / "one.jsonl", "s1")
     two = hook_log(fleet / "team" / "two.jsonl", "s2")
@@ -153,3 +154,13 @@ def test_sessions_are_keyed_by_their_own_file(tmp_path):
     assert run(fleet, out) == (2, 2, 0, 0, 0)
     assert sorted(r["run_id"] for r in rows(out, "runs")) == ["s1", "s9"]
     assert sorted(r["root"] for r in rows(out, "_state")) == sorted(state)
+    changed = files(out)
+    assert run(fleet, out) == (2, 0, 0, 2, 0)  # the changed folder, once regraded, is unchanged again
+    assert files(out) == changed
+    (fleet / "team" / "one.jsonl").unlink()  # a file gone keeps its rows (history), as a gone run folder does
+    run(fleet, out)
+    assert sorted(r["run_id"] for r in rows(out, "runs")) == ["s1", "s9"]
+    assert sorted(r["root"] for r in rows(out, "_state")) == sorted(state)  # never doubled
+    gone = files(out)
+    assert run(fleet, out)[1] == 0
+    assert files(out) == gone
