@@ -129,11 +129,30 @@ def _resolve_windows(args: argparse.Namespace, stored_in: str) -> None:
     args.baseline = DEFAULT_BASELINE if args.baseline is None else args.baseline
 
 
+def _copy_from_gcs(output: str, table: str, into: str) -> int:
+    """``copy_table``, its mistakes in one line: no credentials (said as `run` says it), no bucket, no access."""
+    from google.api_core import exceptions as gcs_errors
+    from google.auth.exceptions import DefaultCredentialsError
+
+    from transforms.gcs import HOW_TO_AUTHENTICATE
+
+    bucket = "gs://" + output[5:].split("/", 1)[0]
+    try:
+        return copy_table(output, table, into)
+    except DefaultCredentialsError as exc:
+        raise UsageError(HOW_TO_AUTHENTICATE, output) from exc
+    except gcs_errors.NotFound as exc:
+        raise UsageError("the bucket does not exist", bucket) from exc
+    except (gcs_errors.Forbidden, gcs_errors.Unauthorized) as exc:
+        raise UsageError(f"the credentials found may not read it ({' '.join(str(exc).split())[:200]})",
+                         output) from exc
+
+
 def _stored_on_gcs(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The stored ``regressions`` of a gs:// output, read from a local copy of that table only
     (one row per workflow and grader): other windows would need the whole history of grades."""
     with tempfile.TemporaryDirectory(prefix="fleetgrade-check-") as tmp:
-        if not copy_table(args.output, "regressions", tmp):
+        if not _copy_from_gcs(args.output, "regressions", tmp):
             raise UsageError("no regressions table; run `fleetgrade run` first", args.output)
         _resolve_windows(args, tmp)
         rows = stored_regressions(tmp, args.window, args.baseline)

@@ -35,6 +35,8 @@ def handle(args: argparse.Namespace) -> int:
     from pipeline.tables import connect, explain, present_tables
 
     literal_path(args.output, "the output folder")
+    if args.output.startswith("gs://"):  # DuckDB would fetch its httpfs extension from the network first
+        raise UsageError("reads a local output folder (copy the tables from gs:// first)", args.output)
     if not present_tables(args.output):
         raise UsageError("no fleetgrade tables found", args.output)
     con = connect(args.output)

@@ -58,6 +58,7 @@ LAZY_IMPORTS: Mapping[tuple[str, str], str] = {
     ("pipeline.cmd_regrade", "pipeline.launch"): "CLI start-up: Beam",
     ("pipeline.cmd_sql", "pipeline.tables"): "CLI start-up: DuckDB",
     ("pipeline.cmd_bigquery", "pipeline.bigquery"): "CLI start-up",
+    ("pipeline.cmd_check", "transforms.gcs"): "CLI start-up: gs:// only",
     ("pipeline.cmd_report", "pipeline.report.queries"): "CLI start-up: DuckDB",
     ("pipeline.cmd_report", "pipeline.report.render"): "CLI start-up",
     ("pipeline.cmd_report", "pipeline.report.scope"): "CLI start-up",

@@ -73,12 +73,23 @@ def run_identity(base: str, root_rel: str) -> tuple[Identity, str] | None:
     """((workflow, run id, attempt), date) of a run folder as preparing it will determine them,
     or None when they cannot be (the run is then dead-lettered by preparation, with the reason)
     or the folder holds session files (:func:`session_claims`)."""
-    root = join(base, root_rel)
+    return _identity(base, root_rel, _aw_info(join(base, root_rel)))
+
+
+def _aw_info(root: str) -> tuple[str, bytes] | None:
+    """A run folder's ``aw_info.json`` (its path and bytes), if it has one."""
     for rel in AW_INFO_PATHS:
         data = _read_small(join(root, rel))
         if data is not None:
-            files = memory_run_files({rel: data}, root)
-            break
+            return rel, data
+    return None
+
+
+def _identity(base: str, root_rel: str, aw_info: tuple[str, bytes] | None) -> tuple[Identity, str] | None:
+    """``run_identity``, its ``aw_info.json`` read (or found absent) already."""
+    root = join(base, root_rel)
+    if aw_info is not None:
+        files = memory_run_files(dict([aw_info]), root)
     else:
         try:
             listed = [rel for rel, _, _ in list_run(base, root_rel)]
@@ -113,8 +124,11 @@ def session_claims(base: str, root_rel: str) -> list[SessionClaim] | None:
 
 def identify(base: str, root_rel: str) -> tuple[list[SessionClaim] | None, tuple[Identity, str] | None]:
     """(the claims of a folder of session files, None) or (None, a run folder's identity or None)."""
+    aw_info = _aw_info(join(base, root_rel))
+    if aw_info is not None:  # a gh-aw run (is_run_folder), no folder of sessions: nothing to list
+        return None, _identity(base, root_rel, aw_info)
     claims = session_claims(base, root_rel)
-    return (claims, None) if claims is not None else (None, run_identity(base, root_rel))
+    return (claims, None) if claims is not None else (None, _identity(base, root_rel, None))
 
 
 def content_digest(base: str, root_rel: str) -> str:

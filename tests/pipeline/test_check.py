@@ -14,6 +14,7 @@ from tests.conftest import REPO
 from tests.helpers.demo import CHANGE_DATE, demo_root
 from tests.pipeline.stats_fleet import SHIFT_DATE, shifted_output
 from tests.pipeline.test_gcs import BUCKET, client, gcs_proxy, gcs_server  # noqa: F401 (fixtures)
+from tools.gcs_server import free_port
 
 __all__ = ["demo_root", "gcs_server", "shifted_output"]  # the fixtures
 FLEETGRADE = Path(sys.executable).parent / "fleetgrade"
@@ -167,3 +168,20 @@ def test_a_gcs_output_is_gated_on_its_stored_table(shifted_output: Path, gcs_ser
     empty = subprocess.run([str(FLEETGRADE), "check", f"gs://{BUCKET}/nothing"], cwd=REPO, capture_output=True,
                            text=True, timeout=120, check=False, env=env)
     assert empty.returncode == 2 and "no regressions table" in empty.stderr
+
+
+def test_gcs_mistakes_are_one_line(gcs_server: str, tmp_path: Path) -> None:
+    """Issue 42: no credentials (the metadata server a closed loopback port: nothing leaves the
+    machine) or no such bucket: one line naming the place and the problem, never a traceback."""
+    bare = {k: v for k, v in os.environ.items()
+            if k not in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT")}
+    closed = f"127.0.0.1:{free_port()}"
+    bare.update(HOME=str(tmp_path), CLOUDSDK_CONFIG=str(tmp_path / "gcloud"), GCE_METADATA_HOST=closed,
+                GCE_METADATA_IP=closed)
+    for env, place, said in ((bare, "gs://some-bucket/graded", "no Google credentials found for gs://: run "),
+                             ({**os.environ, "STORAGE_EMULATOR_HOST": gcs_server}, "gs://no-such-bucket/graded",
+                              "the bucket does not exist (gs://no-such-bucket)")):
+        done = subprocess.run([str(FLEETGRADE), "check", place], cwd=REPO, capture_output=True, text=True,
+                              timeout=120, check=False, env=env)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"fleetgrade check: {said}"), done.stderr

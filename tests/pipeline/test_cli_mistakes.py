@@ -172,6 +172,9 @@ MISTAKES: list[tuple[str, Args, int, str]] = [
                                           "2026-01-01"], 2, r"--since 2026-02-01 is after --until 2026-01-01$"),
     ("report-bad-date", lambda p: ["report", str(p["tables"]), "--since", "yesterday"], 2,
      r"argument --since: not a YYYY-MM-DD date"),
+    # Not DuckDB fetching an extension from the network, then failing on credentials it cannot use.
+    ("sql-gcs-output", lambda p: ["sql", "gs://some-bucket/graded", "SELECT 1"], 2,
+     r"reads a local output folder \(copy the tables from gs:// first\) \(gs://some-bucket/graded\)$"),
     ("sql-not-an-output", lambda p: ["sql", str(p["empty"]), "SELECT 1"], 2, r"no fleetgrade tables found"),
     ("sql-bad-query", lambda p: ["sql", str(p["tables"]), "SELECT nope FROM runs"], 2, r"Binder Error"),
 ]
