@@ -37,6 +37,7 @@ from graders.formats.session import (
     merge_gateway,
     text,
 )
+from graders.formats.usage import counts_cache
 from graders.grading.registry import input_format
 
 KIND = "aw-session"
@@ -91,8 +92,13 @@ def _failed(data: dict[str, Any]) -> str | None:
 def _usage(data: dict[str, Any], agent: str | None) -> Usage:
     u = as_dict(data.get("usage"))
     model, purpose = data.get("model"), data.get("purpose")
-    return Usage(model if isinstance(model, str) else None, count(u.get("inputTokens")), count(u.get("outputTokens")),
-                 count(u.get("cacheReadInputTokens")), count(u.get("cacheCreationInputTokens")),
+    model = model if isinstance(model, str) else None
+    inp, read, write = count(u.get("inputTokens")), count(u.get("cacheReadInputTokens")), count(u.get("cacheCreationInputTokens"))
+    # Usage.input excludes the cache; a GPT-family request's inputTokens include it (/responses).
+    stated = u.get("inputTokensIncludeCache")
+    if counts_cache(model, inp, read, write, stated if isinstance(stated, bool) else None):
+        inp = max(inp - read - write, 0)
+    return Usage(model, inp, count(u.get("outputTokens")), read, write,
                  float(count(data.get("durationMs"))), purpose if isinstance(purpose, str) else None, agent)
 
 

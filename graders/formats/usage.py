@@ -95,10 +95,16 @@ def includes_cache(record: TokenRecord) -> bool:
     """Whether the record's ``input_tokens`` already count its cached tokens: the record's own
     ``input_tokens_include_cache`` when it says; else GPT-family models yes, Claude no; another
     model yes unless its cache counts exceed its input (which only a cache-exclusive count can)."""
-    if record.include_cache is not None:
-        return record.include_cache
-    known = model_counts_cache(record.model)
-    return record.cache_read + record.cache_write <= record.input if known is None else known
+    return counts_cache(record.model, record.input, record.cache_read, record.cache_write, record.include_cache)
+
+
+def counts_cache(model: str | None, input_tokens: int, cache_read: int, cache_write: int,
+                 stated: bool | None = None) -> bool:
+    """:func:`includes_cache` for counts that are not a token record (a session's usage records)."""
+    if stated is not None:
+        return stated
+    known = model_counts_cache(model or "")
+    return cache_read + cache_write <= input_tokens if known is None else known
 
 
 def fresh_input(record: TokenRecord) -> int:

@@ -135,6 +135,19 @@ def test_copilot_shutdown_metrics_are_the_tokens_without_cache() -> None:
     assert s.trace()["totalRequests"] == 4
 
 
+def test_unified_session_usage_is_the_input_without_cache() -> None:
+    # Each firewall.token_usage record: a GPT request's inputTokens hold its cache reads (the
+    # /responses API), a Claude request's do not. Fresh input by hand, from the file's first nine
+    # records (the parent's): 4,701 + (5,099 - 4,698) + (8,622 - 5,096) + (8,725 - 5,850)
+    # + (9,061 - 8,722) for GPT, 3 + 3 + 6 + 6 for Claude = 11,860.
+    (s, *_) = read_file(_source(REAL / "aw_session/ghaw-pi-claude-two-subagents/aw_session.jsonl"))
+    gpt = [u for u in s.usage if u.model == "gpt-5.6-luna" and u.agent is None]
+    claude = [u for u in s.usage if u.model and u.model.startswith("claude") and u.agent is None]
+    assert [u.input for u in gpt][:5] == [4701, 401, 3526, 2875, 339]
+    assert sum(u.input for u in claude) == 18 and all(u.cache_read + u.cache_write > 0 for u in claude)
+    assert sum(u.input for u in s.usage if u.agent is None) == 11860
+
+
 def test_copilot_subagent_error_is_not_the_runs() -> None:
     (s,) = read_file(_source(REAL / "gh_aw_logs/ghaw-copilot-subagent-failed-and-alias/agent-session.jsonl"))
     assert s.delivered is True
