@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from pathlib import Path
+from typing import Any
 
 from pipeline.errors import UsageError
 from pipeline.options import add_run_arguments
@@ -72,8 +74,35 @@ def handle(args: argparse.Namespace) -> int:
         )
         damaged = counter(result, "partitions_damaged")
         if not damaged or args.full:  # --full regraded every run they held already
+            _warn_unused_graders_files(args.graders_dir, plans, args.output)
             return 0
         if attempt < MAX_PASSES:
             LOG.warning("%d damaged output file(s) rewritten; regrading the runs they held", damaged)
     raise UsageError(f"damaged output files still found after {MAX_PASSES} passes; run again with --full",
                      args.output, exit_code=1)
+
+
+def _warn_unused_graders_files(graders_dir: str | None, plans: Any, output: str) -> None:
+    """A ``--graders-dir`` file whose workflow has no run in the output (a typo in its name, most
+    often) would be silently unused: say so, with the closest workflow. A local output only: a
+    bucket's would be listed whole for a warning."""
+    if not graders_dir or output.startswith("gs://") or not plans.by_workflow:
+        return
+    from pipeline.errors import closest
+    from pipeline.tables import connect, present_tables
+
+    tables = [t for t in ("runs", "dead_letter") if t in present_tables(output)]
+    if not tables:
+        return
+    con = connect(output)
+    known = {w for t in tables for (w,) in con.execute(
+        f"SELECT DISTINCT workflow FROM {t} WHERE workflow IS NOT NULL").fetchall()}
+    files = {p.stem: p for p in sorted(Path(graders_dir).iterdir())}
+    for name in unused_workflows(plans, known):
+        LOG.warning("%s: no run of workflow %r in %s, so its graders were not used%s",
+                    files.get(name, Path(graders_dir, name)), name, output, closest(name, known, "workflows"))
+
+
+def unused_workflows(plans: Any, known: set[str]) -> list[str]:
+    """The workflows of ``--graders-dir`` files that no run in ``known`` belongs to."""
+    return [name for name, _ in plans.by_workflow if name not in known]

@@ -67,3 +67,19 @@ def test_bad_configuration_fails_before_any_work(tmp_path, capsys):
     err = capsys.readouterr().err
     assert str(bad) in err and 'graders has invalid id "Bad_Id"' in err
     assert not out.exists()
+
+
+def test_a_graders_file_named_after_no_workflow_is_said(output, tmp_path, capsys):
+    # A misspelt file name would otherwise leave its workflow on the default plan without a word.
+    graders = tmp_path / "graders"
+    graders.mkdir()
+    (graders / "issue-triage.md").write_bytes(WORKFLOW_MD.read_bytes())
+    (graders / "isue-triage.md").write_bytes(WORKFLOW_MD.read_bytes())
+    capsys.readouterr()
+    assert main(["run", "--input", str(FLEET), "--output", str(output), "--log-level", "WARNING",
+                 "--graders-dir", str(graders)]) == 0
+    err = capsys.readouterr().err
+    warned = [line for line in err.splitlines() if "isue-triage.md" in line]
+    assert len(warned) == 1 and warned[0].endswith(
+        f"no run of workflow 'isue-triage' in {output}, so its graders were not used; did you mean issue-triage?")
+    assert "issue-triage.md:" not in err
