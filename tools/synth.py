@@ -11,6 +11,7 @@ options give a byte-identical tree on every machine and Python process.
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import random
 import sys
@@ -18,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import orjson
 
@@ -797,8 +798,35 @@ def synth_fleet(out: Path, opts: SynthOptions) -> list[SynthRun]:
 MANIFEST: Final = "synth-manifest.json"
 
 
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """One line for a mistake (argparse prints the whole usage), no abbreviated flags, and the
+    closest flag for an unknown one, as fleetgrade's own commands do."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_abbrev=False, **kwargs)
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        # An unknown flag first: argparse would report a required flag it hides (--rnus: "--runs required").
+        flags = [o for a in self._actions for o in a.option_strings]
+        for token in sys.argv[1:] if args is None else args:
+            if token == "--":
+                break
+            name = token.split("=", 1)[0]
+            if name.startswith("--") and name not in flags:
+                close = difflib.get_close_matches(name, flags, n=1)
+                raise _UsageError(f"unknown flag {name}" + (f"; did you mean {close[0]}?" if close else ""))
+        return super().parse_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="python -m tools.synth",
         description="Writes <out>/<workflow>/run-<id>/… with every gh-aw artifact kind, plus "
         "synth-manifest.json. The same --seed and options give a byte-identical tree.",
@@ -834,7 +862,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m tools.synth``: write a deterministic synthetic fleet (benchmarks, load tests)."""
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except _UsageError as exc:
+        print(f"{PROG}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     problem = None
     if args.runs < 0:

@@ -269,3 +269,17 @@ def test_the_package_does_not_ship_the_repository_tools():
 
     find = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
     assert "tools*" in find["exclude"] and not any(p.startswith("tools") for p in find["include"])
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--rnus", "4", "--out", "x"], "unknown flag --rnus; did you mean --runs?"),
+    (["--run", "4", "--out", "x"], "unknown flag --run; did you mean --runs?"),  # no abbreviations
+    (["--runs=x", "--out", "x"], "argument --runs: invalid int value: 'x'"),
+    (["--out", "x"], "the following arguments are required: --runs"),
+])
+def test_a_mistake_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, argv, said):
+    monkeypatch.chdir(tmp_path)
+    assert synth_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"python -m tools.synth: {said}\n"
+    assert not (tmp_path / "x").exists()
