@@ -14,7 +14,7 @@ from graders.jsrt.jscompat import js_stringify
 from graders.jsrt.jsonio import JsonError, parse_json
 from graders.one_run import RunGrader, close_executors, open_executors
 from graders.prepare import PreparedRun, prepare_run
-from graders.runs.console import printable
+from graders.runs.console import for_terminal, printable
 from graders.runs.runfiles import local_run_files
 from graders.single_run import runs_inside, single_run_meta
 from pipeline.errors import InputError, UsageError
@@ -131,7 +131,7 @@ def handle_grade(args: argparse.Namespace) -> int:
     except (PlanLoadError, ValueError) as exc:
         raise InputError(str(exc)) from exc
     if args.json or out_dir is None:  # stdout by default: the run folder is input, never written to
-        sys.stdout.write(_pretty(doc) + "\n")
+        sys.stdout.write(for_terminal(_pretty(doc), sys.stdout) + "\n")
         return 0
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "grader_manifest.json").write_text(_pretty(plan.manifest()))
@@ -148,5 +148,5 @@ def handle_preprocess(args: argparse.Namespace) -> int:
         raise InputError(str(exc)) from exc
     for warning in prep.report.warnings:
         print(printable(f"fleetgrade preprocess: warning: {warning}"), file=sys.stderr)
-    sys.stdout.write((js_stringify(prep.trace) or "null") + "\n")
+    sys.stdout.write(for_terminal(js_stringify(prep.trace) or "null", sys.stdout) + "\n")
     return 0

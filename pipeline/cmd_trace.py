@@ -25,7 +25,7 @@ from graders.formats.hooks import runs_from_audit
 from graders.formats.jsonl import read_lines
 from graders.formats.model import Run
 from graders.formats.parsers import TraceFormatError, runs_from_traces
-from graders.runs.console import printable
+from graders.runs.console import for_terminal, printable
 
 PROG = "fleetgrade trace"
 # Source flags in the reference's precedence order; the Copilot parser and --input are ours.
@@ -114,5 +114,5 @@ def handler(args: argparse.Namespace) -> int:
         _error(f"{path}: {e}")
         return 1
     report = grade(runs, cfg)
-    print(to_json(report, args.k) if args.json else render(report, args.k))
+    print(for_terminal(to_json(report, args.k), sys.stdout) if args.json else render(report, args.k))
     return report.exit_code()

@@ -10,7 +10,7 @@ keeps every value as stored.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Any, Final
 
 # C0 and C1 controls and DEL; line and paragraph separators; the bidirectional controls that
 # reorder what a line shows ("Trojan Source"); lone surrogates (bytes of a name that is not UTF-8).
@@ -41,3 +41,13 @@ def printable_json(text: str) -> str:
     controls, line separators) as ``\\uNNNN`` escapes: the same values once parsed. Those
     characters occur only inside strings, where any character may be so escaped."""
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def for_terminal(text: str, stream: Any) -> str:
+    """JSON text for ``stream``: :func:`printable_json` when it is a terminal; unchanged into a
+    file or a pipe, which get the reference's bytes (``grade``, ``preprocess``, ``trace --json``)."""
+    try:
+        tty = bool(stream.isatty())
+    except (AttributeError, ValueError):  # a closed or stream-like object without a descriptor
+        tty = False
+    return printable_json(text) if tty else text

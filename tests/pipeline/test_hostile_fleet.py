@@ -215,3 +215,43 @@ def test_single_run_grade_refuses_a_link_out_of_the_run(graded, tmp_path, capsys
     assert not [rel for rel, data in _file_bytes(tmp_path / "o").items() if SECRET.encode() in data]
     captured = capsys.readouterr()
     assert SECRET not in captured.out + captured.err
+
+
+def _on_a_terminal(*args: str) -> str:
+    """What ``fleetgrade args`` prints to stdout when stdout is a terminal (a pseudo-terminal)."""
+    import pty
+
+    primary, secondary = pty.openpty()
+    try:
+        done = subprocess.run([FLEETGRADE, *args], stdout=secondary, stderr=subprocess.PIPE, timeout=300, cwd=REPO)
+    finally:
+        os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: the terminal's other side is closed and drained
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    assert done.returncode in (0, 1), done.stderr
+    return b"".join(chunks).decode()
+
+
+def test_json_on_a_terminal_is_escaped_and_the_same_values(tmp_path):
+    """trace --json and preprocess print JSON that JSON itself leaves raw (a bidi override, C1):
+    on a terminal as \\uNNNN escapes (the same values once parsed), into a pipe as the reference
+    prints it."""
+    bidi = "s\u202eevil\u009b2J"
+    log = tmp_path / "wf" / "bidi.jsonl"
+    log.parent.mkdir()
+    log.write_text("".join(json.dumps({"ts": "2026-05-01T10:00:00Z", "session_id": bidi, "hook": hook,
+                                       "tool": f"Read{bidi}", "command": "ls", "exit_code": code}) + "\n"
+                           for hook, code in (("PreToolUse", ""), ("PostToolUse", 0))))
+    shown = _on_a_terminal("trace", "--input", str(log), "--json")
+    piped = _run("trace", "--input", str(log), "--json").stdout
+    assert "\u202e" in piped and "\\u202e" in shown
+    assert not [c for c in ("\u202e", "\u009b") if c in shown]
+    assert json.loads(shown) == json.loads(piped)
