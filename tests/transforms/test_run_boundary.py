@@ -119,13 +119,14 @@ def test_a_run_over_its_reading_budget_is_a_dead_letter_beside_graded_runs(tmp_p
 def test_discovery_holds_a_run_only_to_one_entry_past_its_file_budget(tmp_path, monkeypatch):
     from graders.runs import runfiles
     from transforms.discover import ListRuns, list_run
+    from transforms.progress import Tally
 
     base = _fleet(tmp_path)
     for n in range(20):
         (tmp_path / "wf" / "run-2" / f"extra-{n:02}.txt").write_text("x")
     monkeypatch.setattr(runfiles, "MAX_RUN_FILES", 5)
-    listed = dict(ListRuns()._runs(base))
+    listed = dict(ListRuns().discover(base, Tally("discover")))
     assert {root: len(files) for root, files in listed.items()} == {
         "wf/run-1": 1, "wf/run-2": 6, "wf/run-3": 1, "wf/run-4": 1, "wf/run-5": 1}
     assert list_run(base, "wf/run-2") == listed["wf/run-2"]
-    assert len(dict(ListRuns()._runs(f"{base}/wf/run-2"))[""]) == 6  # the input is the run
+    assert len(dict(ListRuns().discover(f"{base}/wf/run-2", Tally("discover")))[""]) == 6  # the input is the run
