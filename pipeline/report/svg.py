@@ -173,16 +173,20 @@ def mean_chart(workflow: str, grader: str, points: Sequence[dict[str, Any]], fir
     windows), the current window shaded and the change point marked."""
     w, h, left, right, top, bottom = 360, 150, 48, 12, 12, 26
     span = max((last - first).days, 1)
-    vals = [v for p in points for v in (p["mean"], p["ci_low"], p["ci_high"]) if v is not None]
-    lo, hi = (min(vals), max(vals)) if vals else (0.0, 1.0)
-    if hi == lo:
-        lo, hi = lo - 0.5, hi + 0.5
+    # The scale follows the means: a day of two runs has an interval many times the series' own
+    # movement (t at 1 df), which would flatten the line the reader came for. A band past the
+    # scale is drawn to its edge; each point's title gives its whole interval.
+    means = [p["mean"] for p in points if p["mean"] is not None]
+    lo, hi = (min(means), max(means)) if means else (0.0, 1.0)
+    pad = (hi - lo) * 0.25 if hi > lo else max(abs(hi) * 0.1, 0.5)
+    floor = 0.0 if lo >= 0 else lo - pad  # a series never below 0 (counts, rates) is not drawn below it
+    lo, hi = max(lo - pad, floor), hi + pad
 
     def x(d: dt.date) -> float:
         return left + (w - left - right) * (d - first).days / span
 
     def y(v: float) -> float:
-        return top + (h - top - bottom) * (1 - (v - lo) / (hi - lo))
+        return top + (h - top - bottom) * (1 - (min(max(v, lo), hi) - lo) / (hi - lo))
 
     out = [_open(w, h, f"daily mean of {grader}, {workflow}", "chart line-chart")]
     if current_start:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from pipeline.cli import main
 from tests.pipeline.stats_fleet import SHIFT_DATE, shifted_output
 from tests.pipeline.test_report import metrics
@@ -41,3 +43,22 @@ def test_cells_without_any_graded_value_are_counted_not_listed() -> None:
     never = _never([empty, short])
     assert "1 cell(s) were never graded" in never and "trajectory-ndtw" in never and "retries" not in never
     assert not graded(empty) and graded(short)
+
+
+def test_the_daily_chart_scales_to_the_means_not_to_one_run_days_intervals() -> None:
+    """A count's daily means 0.3 → 5.5 with t intervals at 1 df (±20): the scale follows the
+    means, a series never below 0 is not drawn below it, and each point's title keeps its interval."""
+    import datetime as dt
+    import re
+
+    from pipeline.report.svg import mean_chart
+
+    first = dt.date(2026, 11, 17)
+    points = [{"date": first + dt.timedelta(days=i), "mean": m, "ci_low": m - 20, "ci_high": m + 20, "n": 2}
+              for i, m in enumerate([0.3, 0.2, 0.4, 5.5, 4.0])]
+    svg = mean_chart("wf", "tool-error-count", points, first, first + dt.timedelta(days=4))
+    ticks = [float(t) for t in re.findall(r'class="tick" text-anchor="end">(-?[0-9.]+(?:e[-+]?[0-9]+)?)<', svg)]
+    assert ticks == [0.0, pytest.approx(5.5 + 0.25 * 5.3, abs=0.01)]  # shown to 3 figures
+    ys = [float(v) for v in re.findall(r'<circle cx="[0-9.]+" cy="([0-9.]+)"', svg)]
+    assert max(ys) - min(ys) > 60  # the jump spans most of the chart's 112-pixel height
+    assert "[-14.5, 25.5]" in svg  # the 5.5 day's whole interval, in its title
