@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import UsageError
+from pipeline.errors import UsageError, closest
 from pipeline.options import add_run_arguments
 from transforms.heap import relax_young_collections
 
@@ -88,7 +88,6 @@ def _warn_unused_graders_files(graders_dir: str | None, plans: Any, output: str)
     bucket's would be listed whole for a warning."""
     if not graders_dir or output.startswith("gs://") or not plans.by_workflow:
         return
-    from pipeline.errors import closest
     from pipeline.tables import connect, present_tables
 
     tables = [t for t in ("runs", "dead_letter") if t in present_tables(output)]

@@ -47,6 +47,7 @@ LAZY_IMPORTS: Mapping[tuple[str, str], str] = {
     ("pipeline.cmd_run", "pipeline.launch"): "CLI start-up: Beam",
     ("pipeline.cmd_run", "pipeline.plans"): "CLI start-up: the graders' configuration",
     ("pipeline.cmd_run", "pipeline.graph"): "CLI start-up: Beam and every grader family",
+    ("pipeline.cmd_run", "pipeline.tables"): "CLI start-up: DuckDB, for the unused graders-file warning",
     ("pipeline.cmd_regrade", "graders.families.opvalue.errors"): "CLI start-up",
     ("pipeline.cmd_regrade", "graders.families.opvalue.output"): "CLI start-up",
     ("pipeline.cmd_regrade", "graders.families.opvalue.regrade"): "CLI start-up",

@@ -184,6 +184,16 @@ def test_readers_name_the_damaged_file_instead_of_a_traceback(graded, tmp_path):
         assert "--full" in line
 
 
+def test_a_failed_read_of_a_damaged_output_never_aborts_the_process(graded, tmp_path):
+    # DuckDB left to the interpreter's exit after the failed read aborted (SIGABRT, "terminate
+    # called without an active exception") about 1 run in 5: ten runs make a miss unlikely.
+    _, clean = graded
+    out = copy_output(clean, tmp_path / "out")
+    os.truncate(out / RUNS_A, 100)
+    codes = [fleetgrade("sql", str(out), "SELECT count(*) FROM grader_results").returncode for _ in range(10)]
+    assert codes == [1] * 10
+
+
 # -- literal paths -------------------------------------------------------------------------------
 
 def test_paths_with_glob_characters_are_refused_before_anything_is_written(graded, tmp_path):
