@@ -6,11 +6,14 @@ import argparse
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pipeline.errors import UsageError, closest
 from pipeline.options import add_run_arguments
 from transforms.heap import relax_young_collections
+
+if TYPE_CHECKING:
+    from graders.grading.plan import PlanSet
 
 LOG = logging.getLogger("fleetgrade")
 # A damaged output file found by a pass is rewritten and its runs marked; the next pass regrades
@@ -82,26 +85,25 @@ def handle(args: argparse.Namespace) -> int:
                      args.output, exit_code=1)
 
 
-def _warn_unused_graders_files(graders_dir: str | None, plans: Any, output: str) -> None:
+def _warn_unused_graders_files(graders_dir: str | None, plans: PlanSet, output: str) -> None:
     """A ``--graders-dir`` file whose workflow has no run in the output (a typo in its name, most
     often) would be silently unused: say so, with the closest workflow. A local output only: a
     bucket's would be listed whole for a warning."""
     if not graders_dir or output.startswith("gs://") or not plans.by_workflow:
         return
+    from pipeline.plans import graders_dir_files
     from pipeline.tables import connect, present_tables
 
     tables = [t for t in ("runs", "dead_letter") if t in present_tables(output)]
     if not tables:
         return
     con = connect(output)
-    known = {w for t in tables for (w,) in con.execute(
-        f"SELECT DISTINCT workflow FROM {t} WHERE workflow IS NOT NULL").fetchall()}
-    files = {p.stem: p for p in sorted(Path(graders_dir).iterdir())}
-    for name in unused_workflows(plans, known):
+    try:
+        known = {w for t in tables for (w,) in con.execute(
+            f"SELECT DISTINCT workflow FROM {t} WHERE workflow IS NOT NULL").fetchall()}
+    finally:
+        con.close()  # not left to the interpreter's exit (pipeline/tables.py: connect)
+    files = graders_dir_files(graders_dir)
+    for name in (name for name, _ in plans.by_workflow if name not in known):
         LOG.warning("%s: no run of workflow %r in %s, so its graders were not used%s",
                     files.get(name, Path(graders_dir, name)), name, output, closest(name, known, "workflows"))
-
-
-def unused_workflows(plans: Any, known: set[str]) -> list[str]:
-    """The workflows of ``--graders-dir`` files that no run in ``known`` belongs to."""
-    return [name for name, _ in plans.by_workflow if name not in known]

@@ -75,3 +75,8 @@ def load_trace_config(path: str | None) -> TraceConfig:
         return from_mapping(merge(loaded))
     except (ConfigError, TypeError) as exc:
         raise PlanLoadError(f"{path}: {exc}") from exc
+
+
+def graders_dir_files(graders_dir: str) -> dict[str, Path]:
+    """The files of a ``--graders-dir`` by the workflow they configure (a file's stem)."""
+    return {p.stem: p for p in sorted(Path(graders_dir).iterdir()) if p.is_file()}

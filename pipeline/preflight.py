@@ -19,6 +19,7 @@ from graders.formats import SNIFF_BYTES, sniff
 from graders.runs.layout import SNIFFED_SUFFIXES, run_root_of, session_root_of
 from graders.runs.runfiles import DIR, sorted_entries, split_entry
 from pipeline.errors import UsageError, literal_path
+from pipeline.plans import graders_dir_files
 from schemas.state_table import STATE_TABLE
 from schemas.tables import SPECS
 from transforms.gcs import NoCredentials, credentials, use_emulator_if_configured
@@ -326,7 +327,7 @@ def _plans_by_file(plans: PlanSet, graders: str | None, graders_dir: str | None)
     if graders:
         found.append((graders, plans.default))
     if graders_dir:
-        files = {p.stem: p for p in sorted(Path(graders_dir).iterdir()) if p.is_file()}
+        files = graders_dir_files(graders_dir)
         for workflow, plan in plans.by_workflow:
             where = files.get(workflow)
             found.append((str(where) if where is not None else f"{graders_dir}/{workflow}", plan))
